@@ -1,0 +1,59 @@
+"""`pubsub-gateway`: serve the API, or run the embedded Kafka broker alone."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from gateway import settings as settings_mod
+from gateway.kafka import local
+
+
+async def _serve(settings: settings_mod.Settings) -> int:
+    from gateway.server import Gateway
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with Gateway(settings) as gw:
+        host = settings.host
+        print(f"READY grpc={host}:{gw.port} kafka={gw.bootstrap}", flush=True)
+        logging.getLogger("gateway").info(
+            "serving the Pub/Sub API on %s:%d; export PUBSUB_EMULATOR_HOST=%s:%d",
+            host, gw.port, host, gw.port,
+        )
+        await stop.wait()
+        logging.getLogger("gateway").info("shutting down")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pubsub-gateway", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve the Pub/Sub API (gRPC)")
+    settings_mod.add_arguments(serve)
+    commands.add_parser("kafka", help="run the embedded Kafka broker in the foreground", add_help=False)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "kafka":
+        return local.main(rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        settings = settings_mod.from_namespace(args)
+    except settings_mod.SettingsError as exc:
+        parser.error(str(exc))
+    logging.basicConfig(
+        level=settings.log_level,
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("gateway").info("settings: %s", settings.masked())
+    return asyncio.run(_serve(settings))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Pull, Acknowledge and ModifyAckDeadline, for any subscription, in any gateway process.
+
+Pulls are served by this process's runner of the subscription (started on first use, stopped
+after a while unused). Acks and deadline changes may name messages of partitions another
+process owns: they are written to the lease/ack log, which the owner follows; when this process
+owns the partition it applies them at once as well.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from gateway.core.resources import Resource, ResourceStore
+from gateway.core.runner import LogWriter, SubscriptionRunner, now_ms
+from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
+from gateway.kafka.producer import Producer
+from gateway.leases.commands import Ack, Command, SetDeadline
+from gateway.leases.ranges import to_ranges
+from gateway.settings import Settings
+from gateway.translate import ackids, limits, names
+from gateway.translate.records import Record
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Delivery:
+    ack_id: str
+    record: Record
+    attempt: int  # delivery_attempt as the API reports it: 0 without a dead-letter policy
+
+
+class DeliveryService:
+    def __init__(self, settings: Settings, store: ResourceStore, producer: Producer,
+                 kafka_config: dict[str, Any]) -> None:
+        self._settings = settings
+        self._store = store
+        self._producer = producer
+        self._config = kafka_config
+        self._writer_id = uuid.uuid4().hex[:8]
+        self._runners: dict[str, SubscriptionRunner] = {}
+        self._starting: dict[str, asyncio.Task[SubscriptionRunner]] = {}
+        self._janitor: asyncio.Task[None] | None = None
+        store.subscribe(self._on_resource_change)
+
+    async def start(self) -> None:
+        self._janitor = asyncio.create_task(self._stop_idle_runners(), name="idle runners")
+
+    async def stop(self) -> None:
+        if self._janitor is not None:
+            self._janitor.cancel()
+        runners, self._runners = list(self._runners.values()), {}
+        await asyncio.gather(*(r.stop() for r in runners), return_exceptions=True)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _subscription(self, name: str) -> Resource:
+        names.subscription(name)
+        res = self._store.get("subscription", name)
+        if res is None:
+            raise NotFound(f"Subscription does not exist (resource={name})")
+        return res
+
+    async def _runner(self, res: Resource) -> SubscriptionRunner:
+        runner = self._runners.get(res.name)
+        if runner is not None and runner.writer.topic == res.meta["log_topic"]:
+            return runner
+        task = self._starting.get(res.name)
+        if task is None:
+            task = asyncio.create_task(self._start_runner(res))
+            self._starting[res.name] = task
+        return await asyncio.shield(task)
+
+    async def _start_runner(self, res: Resource) -> SubscriptionRunner:
+        try:
+            old = self._runners.pop(res.name, None)
+            if old is not None:
+                await old.stop()
+            runner = SubscriptionRunner(
+                name=res.name,
+                kafka_topic=res.meta["kafka_topic"],
+                group_id=res.meta["group_id"],
+                writer=self._writer(res),
+                producer=self._producer,
+                kafka_config=self._config,
+                session_timeout_ms=self._settings.session_timeout_ms,
+                checkpoint_interval=self._settings.checkpoint_interval_seconds,
+            )
+            await runner.start()
+            self._runners[res.name] = runner
+            return runner
+        finally:
+            self._starting.pop(res.name, None)
+
+    def _writer(self, res: Resource) -> LogWriter:
+        runner = self._runners.get(res.name)
+        if runner is not None and runner.writer.topic == res.meta["log_topic"]:
+            return runner.writer
+        return LogWriter(self._producer, res.meta["log_topic"], self._writer_id)
+
+    def _on_resource_change(self, kind: str, name: str, res: Resource | None) -> None:
+        if kind != "subscription":
+            return
+        runner = self._runners.get(name)
+        stale = res is None or res.meta.get("detached") or (
+            runner is not None and runner.writer.topic != res.meta["log_topic"])
+        if runner is not None and stale:
+            self._runners.pop(name, None)
+            asyncio.get_running_loop().create_task(runner.stop())
+
+    async def _stop_idle_runners(self) -> None:
+        while True:
+            await asyncio.sleep(min(30.0, self._settings.idle_subscription_seconds / 2))
+            limit = time.monotonic() - self._settings.idle_subscription_seconds
+            for name, runner in list(self._runners.items()):
+                if runner.last_used < limit:
+                    log.info("%s: idle, leaving its consumer group", name)
+                    self._runners.pop(name, None)
+                    await runner.stop()
+
+    # -- Pull ------------------------------------------------------------------------------
+
+    async def pull(self, subscription: str, max_messages: int, wait_seconds: float) -> list[Delivery]:
+        limits.max_messages(max_messages)
+        res = self._subscription(subscription)
+        if res.meta.get("detached"):
+            raise FailedPrecondition(f"Subscription is detached (resource={subscription})")
+        runner = await self._runner(res)
+        runner.touch()
+        deadline_s = res.proto.ack_deadline_seconds or limits.DEFAULT_ACK_DEADLINE
+        loop = asyncio.get_running_loop()
+        end = loop.time() + min(wait_seconds, self._settings.pull_max_wait_seconds)
+        while True:
+            lease_until = now_ms() + deadline_s * 1000
+            taken = runner.take(max_messages, lease_until)
+            if taken:
+                break
+            remaining = end - loop.time()
+            expiry = runner.next_expiry_ms()
+            if expiry is not None:
+                remaining = min(remaining, max(0.0, (expiry - now_ms()) / 1000) + 0.001)
+            if end - loop.time() <= 0:
+                return []
+            runner.ready.clear()
+            if runner.has_ready():
+                continue
+            try:
+                await asyncio.wait_for(runner.ready.wait(), max(0.001, remaining))
+            except TimeoutError:
+                pass
+        await runner.record_leases(taken, lease_until)
+        tag = ackids.subscription_tag(res.name, res.meta["uid"])
+        counted = res.proto.HasField("dead_letter_policy")
+        return [Delivery(ackids.encode(tag, p, o, g), r, g if counted else 0) for p, o, g, r in taken]
+
+    # -- Acknowledge / ModifyAckDeadline ------------------------------------------------------
+
+    def _parse(self, res: Resource, ack_ids: Sequence[str]) -> dict[int, list[ackids.AckRef]]:
+        """Validate every ack id before anything is written; ids of another subscription skip."""
+        tag = ackids.subscription_tag(res.name, res.meta["uid"])
+        out: dict[int, list[ackids.AckRef]] = {}
+        for ack_id in ack_ids:
+            try:
+                ref = ackids.decode(ack_id)
+            except ackids.MalformedAckId:
+                raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} (ack_ids).") from None
+            if ref.tag == tag:
+                out.setdefault(ref.partition, []).append(ref)
+        return out
+
+    async def _write(self, res: Resource, cmds: dict[int, Command]) -> None:
+        writer = self._writer(res)
+        results = await asyncio.gather(*(writer.write(p, [c]) for p, c in cmds.items()))
+        runner = self._runners.get(res.name)
+        if runner is not None:
+            for (p, cmd), written in zip(cmds.items(), results, strict=True):
+                runner.apply_local(p, cmd, written[0][0])
+
+    async def acknowledge(self, subscription: str, ack_ids: Sequence[str]) -> None:
+        if not ack_ids:
+            raise InvalidArgument("No ack IDs given (ack_ids).")
+        res = self._subscription(subscription)
+        refs = self._parse(res, ack_ids)
+        cmds: dict[int, Command] = {
+            p: Ack(p, tuple(to_ranges(r.offset for r in rs))) for p, rs in refs.items()
+        }
+        await self._write(res, cmds)
+
+    async def modify_ack_deadline(self, subscription: str, ack_ids: Sequence[str], seconds: int) -> None:
+        limits.modify_deadline(seconds)
+        if not ack_ids:
+            raise InvalidArgument("No ack IDs given (ack_ids).")
+        res = self._subscription(subscription)
+        refs = self._parse(res, ack_ids)
+        deadline = now_ms() + seconds * 1000
+        cmds: dict[int, Command] = {
+            p: SetDeadline(p, tuple((r.offset, r.generation) for r in rs), deadline)
+            for p, rs in refs.items()
+        }
+        await self._write(res, cmds)
+        if seconds == 0:
+            runner = self._runners.get(res.name)
+            if runner is not None:
+                runner.ready.set()

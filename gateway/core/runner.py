@@ -1,0 +1,292 @@
+"""One subscription as served by this process: the partitions it owns and their delivery state.
+
+The runner joins the subscription's consumer group (through a GroupFetcher). For each
+partition the group assigns it, it rebuilds the delivery state from the lease/ack log, seeks
+the Kafka consumer to the watermark and follows the log for commands written by other
+processes. It leases messages to pulls, writes every lease to the log before a client sees the
+message, checkpoints each partition's state, tombstones folded commands, and commits the
+watermark as the group's offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gateway.kafka import consumer as kafka_consumer
+from gateway.kafka.producer import Producer
+from gateway.leases import logformat
+from gateway.leases.commands import Command, Lease
+from gateway.leases.state import PartitionState
+from gateway.translate.records import Record
+
+log = logging.getLogger(__name__)
+PREFETCH = 2000  # unleased records held ready per subscription in this process
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LogWriter:
+    """Writes commands to a subscription's lease/ack log, with keys unique to this process."""
+
+    def __init__(self, producer: Producer, log_topic: str, writer_id: str) -> None:
+        self._producer = producer
+        self.topic = log_topic
+        self._writer = writer_id
+        self._seq = itertools.count()
+
+    def key(self, partition: int) -> bytes:
+        return logformat.command_key(partition, self._writer, next(self._seq))
+
+    async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
+        """Write commands durably; returns (key, log offset) of each."""
+        keys = [self.key(partition) for _ in cmds]
+        records = [(k, logformat.encode(c), None) for k, c in zip(keys, cmds, strict=True)]
+        done = await self._producer.send(self.topic, records, partition=partition)
+        return [(k, off) for k, (_, off) in zip(keys, done, strict=True)]
+
+
+class SubscriptionRunner(kafka_consumer.FetchListener):
+    def __init__(
+        self, *, name: str, kafka_topic: str, group_id: str, writer: LogWriter,
+        producer: Producer, kafka_config: dict[str, Any], session_timeout_ms: int,
+        checkpoint_interval: float,
+    ) -> None:
+        self.name = name
+        self.writer = writer
+        self._producer = producer
+        self._config = kafka_config
+        self._loop = asyncio.get_running_loop()
+        self.states: dict[int, PartitionState[Record]] = {}
+        self._folded: dict[int, set[bytes]] = {}
+        self.ready = asyncio.Event()
+        self.last_used = time.monotonic()
+        self._wants = True
+        self._checkpoint_interval = checkpoint_interval
+        self._fetcher = kafka_consumer.GroupFetcher(
+            kafka_config, group_id, kafka_topic, self, session_timeout_ms
+        )
+        self._log_reader = kafka_consumer.TailReader(kafka_config, f"log-{name}", self._on_log)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._log_reader.start({})
+        self._fetcher.start()
+        self._tasks.append(asyncio.create_task(self._checkpoint_loop(), name=f"checkpoint {self.name}"))
+
+    async def stop(self) -> None:
+        """Leave the group (final checkpoints are written on revoke). Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.to_thread(self._fetcher.stop)
+        await asyncio.to_thread(self._log_reader.stop)
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+
+    # -- the fetcher's callbacks (fetcher thread) -------------------------------------------
+
+    def on_assigned(self, partitions: list[int], committed: dict[int, int]) -> dict[int, int]:
+        starts: dict[int, int] = {}
+        for p in partitions:
+            state, folded, log_end = self._recover(p, committed.get(p, 0))
+            asyncio.run_coroutine_threadsafe(self._install(p, state, folded), self._loop).result(30)
+            self._log_reader.add({(self.writer.topic, p): log_end})
+            starts[p] = state.watermark
+        log.info("%s: owns partitions %s from offsets %s", self.name, partitions, starts)
+        return starts
+
+    def _recover(self, p: int, committed: int) -> tuple[PartitionState[Record], set[bytes], int]:
+        entries = kafka_consumer.read_to_end(self._config, self.writer.topic, p)
+        state: PartitionState[Record] = PartitionState(p, committed)
+        folded: set[bytes] = set()
+        now = now_ms()
+        for _offset, key, value in entries:
+            if key is None or value is None:
+                continue
+            try:
+                state.apply(logformat.decode(value), now)
+            except logformat.BadLogRecord:
+                log.exception("%s: skipping unreadable lease-log record %r", self.name, key)
+            if logformat.is_command_key(key):
+                folded.add(key)
+        log_end = entries[-1][0] + 1 if entries else 0
+        return state, folded, log_end
+
+    async def _install(self, p: int, state: PartitionState[Record], folded: set[bytes]) -> None:
+        self.states[p] = state
+        self._folded[p] = folded
+        state.dirty = True
+
+    def on_revoked(self, partitions: list[int], lost: bool) -> dict[int, int]:
+        fut = asyncio.run_coroutine_threadsafe(self._revoke(partitions, lost), self._loop)
+        final = fut.result(30)
+        self._log_reader.remove([(self.writer.topic, p) for p in partitions])
+        log.info("%s: gave up partitions %s", self.name, partitions)
+        return final
+
+    async def _revoke(self, partitions: list[int], lost: bool) -> dict[int, int]:
+        final: dict[int, int] = {}
+        for p in partitions:
+            state = self.states.pop(p, None)
+            folded = self._folded.pop(p, set())
+            if state is None:
+                continue
+            final[p] = state.watermark
+            if not lost:
+                try:
+                    await self._checkpoint(p, state, folded)
+                except Exception:
+                    log.exception("%s: final checkpoint of partition %d failed", self.name, p)
+        return final
+
+    def on_records(self, records: list[Record]) -> None:
+        self._loop.call_soon_threadsafe(self._add_records, records)
+
+    def wants_records(self) -> bool:
+        return self._wants
+
+    # -- records and commands on the loop ---------------------------------------------------
+
+    def _add_records(self, records: list[Record]) -> None:
+        by_partition: dict[int, list[tuple[int, Record]]] = {}
+        for r in records:
+            by_partition.setdefault(r.partition, []).append((r.offset, r))
+        for p, items in by_partition.items():
+            state = self.states.get(p)
+            if state is not None:
+                state.add_records(items)
+        self._update_wants()
+        if any(s.ready_count for s in self.states.values()):
+            self.ready.set()
+
+    def _update_wants(self) -> None:
+        self._wants = sum(s.ready_count for s in self.states.values()) < PREFETCH
+
+    def _on_log(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
+        self._loop.call_soon_threadsafe(self._apply_log, batch)
+
+    def _apply_log(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
+        now = now_ms()
+        for _topic, p, _offset, key, value in batch:
+            state = self.states.get(p)
+            if state is None or key is None or value is None or not logformat.is_command_key(key):
+                continue
+            try:
+                state.apply(logformat.decode(value), now)
+            except logformat.BadLogRecord:
+                log.exception("%s: skipping unreadable lease-log record %r", self.name, key)
+                continue
+            self._folded[p].add(key)
+        self._after_change()
+
+    def apply_local(self, p: int, cmd: Command, key: bytes) -> None:
+        """Apply a command this process has just written durably to the log."""
+        state = self.states.get(p)
+        if state is not None:
+            state.apply(cmd, now_ms())
+            self._folded[p].add(key)
+
+    def _after_change(self) -> None:
+        self._update_wants()
+        if any(s.ready_count for s in self.states.values()):
+            self.ready.set()
+
+    # -- delivery --------------------------------------------------------------------------
+
+    def take(self, n: int, deadline_ms: int) -> list[tuple[int, int, int, Record]]:
+        """Lease up to n messages across owned partitions: (partition, offset, generation, record)."""
+        now = now_ms()
+        out: list[tuple[int, int, int, Record]] = []
+        states = list(self.states.values())
+        share = max(1, n // max(1, len(states)))
+        for rnd in range(2):  # a fair share from each partition first, then whatever is left
+            for state in states:
+                want = n - len(out)
+                if want <= 0:
+                    break
+                got = state.take(min(want, share) if rnd == 0 else want, now, deadline_ms)
+                out.extend((state.partition, o, g, r) for o, g, r in got)
+        self._update_wants()
+        return out
+
+    async def record_leases(
+        self, taken: list[tuple[int, int, int, Record]], deadline_ms: int
+    ) -> None:
+        """Make leases durable before the client sees the messages; undo them if that fails."""
+        by_partition: dict[int, list[tuple[int, int]]] = {}
+        for p, o, g, _ in taken:
+            by_partition.setdefault(p, []).append((o, g))
+        writes: list[Awaitable[list[tuple[bytes, int]]]] = [
+            self.writer.write(p, [Lease(p, tuple(entries), deadline_ms, self._epoch(p))])
+            for p, entries in by_partition.items()
+        ]
+        results = await asyncio.gather(*writes, return_exceptions=True)
+        failed = None
+        for (p, entries), result in zip(by_partition.items(), results, strict=True):
+            state = self.states.get(p)
+            if isinstance(result, BaseException):
+                failed = result
+                if state is not None:
+                    state.release(entries)
+            elif state is not None:
+                self._folded[p].update(k for k, _ in result)
+        if failed is not None:
+            self._after_change()
+            raise failed
+
+    def _epoch(self, p: int) -> int:
+        state = self.states.get(p)
+        return state.epoch if state is not None else 0
+
+    def next_expiry_ms(self) -> int | None:
+        times = [t for s in self.states.values() if (t := s.next_expiry()) is not None]
+        return min(times) if times else None
+
+    def has_ready(self) -> bool:
+        return any(s.ready_count for s in self.states.values())
+
+    # -- checkpoints -----------------------------------------------------------------------
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._checkpoint_interval)
+            for p, state in list(self.states.items()):
+                if state.dirty:
+                    try:
+                        await self._checkpoint(p, state, self._folded.get(p, set()))
+                    except Exception as exc:
+                        log.warning("%s: checkpoint of partition %d failed: %s", self.name, p, exc)
+
+    async def _checkpoint(self, p: int, state: PartitionState[Record], folded: set[bytes]) -> None:
+        state.dirty = False
+        keys = list(folded)
+        folded.difference_update(keys)
+        cp = state.checkpoint()
+        try:
+            await self._producer.send(
+                self.writer.topic, [(logformat.checkpoint_key(p), logformat.encode(cp), None)], partition=p
+            )
+        except Exception:
+            folded.update(keys)
+            state.dirty = True
+            raise
+        if keys:
+            await self._producer.send(self.writer.topic, [(k, None, None) for k in keys], partition=p)
+        self._fetcher.request_commit({p: cp.watermark})
+
+
+RunnerFactory = Callable[[str], Awaitable[SubscriptionRunner]]

@@ -1,0 +1,203 @@
+"""Subscriptions: administration.
+
+A subscription is a consumer group on its topic's Kafka topic plus a compacted lease/ack log
+topic with one partition per source partition. Creating one fixes the subscription point: the
+log gets a checkpoint at each partition's current end and the group commits those offsets, so
+everything published after CreateSubscription returns is delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from google.protobuf import duration_pb2
+
+from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.core import masks
+from gateway.core.paging import page
+from gateway.core.resources import Resource, ResourceStore
+from gateway.errors import AlreadyExists, InvalidArgument, NotFound
+from gateway.kafka.admin import Admin
+from gateway.kafka.producer import Producer
+from gateway.leases import logformat
+from gateway.leases.commands import Checkpoint
+from gateway.settings import Settings
+from gateway.translate import limits, names
+
+log = logging.getLogger(__name__)
+DAY = 24 * 3600
+MIN_RETENTION, MAX_RETENTION, DEFAULT_RETENTION = 600, 31 * DAY, 7 * DAY
+UPDATABLE = {
+    "ack_deadline_seconds", "push_config", "message_retention_duration", "retain_acked_messages",
+    "labels", "expiration_policy", "dead_letter_policy", "retry_policy",
+    "enable_exactly_once_delivery", "bigquery_config", "cloud_storage_config",
+    "message_transforms",
+}
+LOG_TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "min.cleanable.dirty.ratio": "0.1",
+    "segment.ms": "600000",
+    "max.message.bytes": str(16 * 1024 * 1024),
+}
+
+
+def _seconds(d: duration_pb2.Duration) -> float:
+    return d.seconds + d.nanos / 1e9
+
+
+def validate(sub: Any) -> None:
+    """Field checks shared by create and update (all before any write)."""
+    sub.ack_deadline_seconds = limits.ack_deadline(sub.ack_deadline_seconds)
+    if sub.HasField("message_retention_duration"):
+        s = _seconds(sub.message_retention_duration)
+        if not MIN_RETENTION <= s <= MAX_RETENTION:
+            raise InvalidArgument(
+                "Invalid message_retention_duration: it must be between 10 minutes and 31 days."
+            )
+    else:
+        sub.message_retention_duration.seconds = DEFAULT_RETENTION
+    if sub.HasField("dead_letter_policy"):
+        dlp = sub.dead_letter_policy
+        if dlp.max_delivery_attempts == 0:
+            dlp.max_delivery_attempts = 5
+        if not 5 <= dlp.max_delivery_attempts <= 100:
+            raise InvalidArgument(
+                "Invalid dead_letter_policy.max_delivery_attempts: it must be between 5 and 100."
+            )
+        if dlp.dead_letter_topic:
+            names.topic(dlp.dead_letter_topic)
+    if sub.HasField("retry_policy"):
+        rp = sub.retry_policy
+        lo = _seconds(rp.minimum_backoff) if rp.HasField("minimum_backoff") else 10
+        hi = _seconds(rp.maximum_backoff) if rp.HasField("maximum_backoff") else 600
+        if not (0 <= lo <= 600 and 0 <= hi <= 600 and lo <= hi):
+            raise InvalidArgument("Invalid retry_policy: backoffs must be 0..600 s, minimum <= maximum.")
+    if sub.HasField("expiration_policy") and sub.expiration_policy.HasField("ttl"):
+        if _seconds(sub.expiration_policy.ttl) < DAY:
+            raise InvalidArgument("Invalid expiration_policy.ttl: the minimum is 1 day.")
+    if len(sub.filter.encode()) > 256:
+        raise InvalidArgument("Invalid filter: at most 256 bytes are allowed.")
+    if sub.push_config.push_endpoint and not sub.push_config.push_endpoint.startswith(
+        ("http://", "https://")
+    ):
+        raise InvalidArgument("Invalid push_config.push_endpoint: it must be an http(s) URL.")
+
+
+class SubscriptionService:
+    def __init__(self, settings: Settings, store: ResourceStore, admin: Admin, producer: Producer) -> None:
+        self._settings = settings
+        self._store = store
+        self._admin = admin
+        self._producer = producer
+        self._cleanups: set[asyncio.Task[None]] = set()
+
+    def get(self, name: str) -> Resource:
+        names.subscription(name)
+        res = self._store.get("subscription", name)
+        if res is None:
+            raise NotFound(f"Subscription does not exist (resource={name})")
+        return res
+
+    async def create(self, request: Any) -> Any:
+        name = names.subscription(request.name)
+        names.topic(request.topic)
+        sub = pubsub_pb2.Subscription()
+        sub.CopyFrom(request)
+        validate(sub)
+        if not sub.HasField("expiration_policy"):
+            sub.expiration_policy.ttl.seconds = 31 * DAY
+        if self._store.get("subscription", name) is not None:
+            raise AlreadyExists(f"Subscription already exists: {name}")
+        topic = self._store.get("topic", sub.topic)
+        if topic is None:
+            raise NotFound(f"Topic not found (resource={sub.topic})")
+        if sub.dead_letter_policy.dead_letter_topic and self._store.get(
+            "topic", sub.dead_letter_policy.dead_letter_topic
+        ) is None:
+            raise NotFound(f"Dead letter topic not found (resource={sub.dead_letter_policy.dead_letter_topic})")
+        sub.state = pubsub_pb2.Subscription.State.ACTIVE
+        if topic.proto.HasField("message_retention_duration"):
+            sub.topic_message_retention_duration.CopyFrom(topic.proto.message_retention_duration)
+        uid = uuid.uuid4().hex[:8]
+        kafka_topic, partitions = topic.meta["kafka_topic"], topic.meta["partitions"]
+        meta = {
+            "uid": uid,
+            "kafka_topic": kafka_topic,
+            "partitions": partitions,
+            "log_topic": names.internal_topic(self._settings.internal_prefix, "acks", name, uid),
+            "group_id": f"{self._settings.internal_prefix}.{name}.{uid}",
+        }
+        await self._admin.create_topic(meta["log_topic"], partitions, LOG_TOPIC_CONFIG)
+        try:
+            ends = await self._admin.end_offsets(kafka_topic, partitions)
+            await asyncio.gather(*(
+                self._producer.send(meta["log_topic"], [(
+                    logformat.checkpoint_key(p),
+                    logformat.encode(Checkpoint(p, end, (), (), ())),
+                    None,
+                )], partition=p)
+                for p, end in ends.items()
+            ))
+            await self._admin.commit_group_offsets(meta["group_id"], kafka_topic, ends)
+            stored = await self._store.create(Resource("subscription", name, sub, meta))
+        except BaseException:
+            await self._admin.delete_topic(meta["log_topic"])
+            raise
+        log.info("created subscription %s on %s", name, sub.topic)
+        return stored.proto
+
+    async def update(self, request: Any, mask: Sequence[str]) -> Any:
+        res = self.get(request.name)
+        proto = pubsub_pb2.Subscription()
+        proto.CopyFrom(res.proto)
+        masks.apply(request, proto, mask, UPDATABLE)
+        validate(proto)
+        stored = await self._store.update(Resource("subscription", res.name, proto, res.meta))
+        return stored.proto
+
+    def list(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+        names.project_name(project)
+        chunk, token = page(self._store.names("subscription", project + "/subscriptions/"),
+                            page_size, page_token)
+        found = (self._store.get("subscription", n) for n in chunk)
+        return [r.proto for r in found if r is not None], token
+
+    async def delete(self, name: str) -> None:
+        res = self.get(name)
+        await self._store.delete("subscription", name)
+        self._cleanup(res)
+        log.info("deleted subscription %s", name)
+
+    async def detach(self, name: str) -> None:
+        res = self.get(name)
+        proto = pubsub_pb2.Subscription()
+        proto.CopyFrom(res.proto)
+        proto.detached = True
+        await self._store.update(Resource("subscription", name, proto, {**res.meta, "detached": True}))
+
+    def _cleanup(self, res: Resource) -> None:
+        """Drop the log topic and the consumer group once every process has let go."""
+        async def run() -> None:
+            await self._admin.delete_topic(res.meta["log_topic"])
+            for _ in range(10):
+                await asyncio.sleep(self._settings.session_timeout_ms / 1000)
+                await self._admin.delete_group(res.meta["group_id"])
+        task = asyncio.get_running_loop().create_task(run())
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def stop(self) -> None:
+        for task in list(self._cleanups):
+            task.cancel()
+
+    async def modify_push_config(self, name: str, push_config: Any) -> None:
+        res = self.get(name)
+        proto = pubsub_pb2.Subscription()
+        proto.CopyFrom(res.proto)
+        proto.push_config.CopyFrom(push_config)
+        validate(proto)
+        await self._store.update(Resource("subscription", name, proto, res.meta))

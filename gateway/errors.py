@@ -1,0 +1,85 @@
+"""The core's one exception hierarchy.
+
+Each class carries the canonical status it maps to; the wire layers (gRPC, REST) turn that
+status into their own form. The core never builds a gRPC status or an HTTP response.
+Codes follow the retry table of the official clients: a transient Kafka failure is
+UNAVAILABLE (retried everywhere), bad input INVALID_ARGUMENT, a missing resource NOT_FOUND.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Code(enum.Enum):
+    """google.rpc.Code, with the HTTP status Google APIs pair with each."""
+
+    OK = (0, 200)
+    CANCELLED = (1, 499)
+    UNKNOWN = (2, 500)
+    INVALID_ARGUMENT = (3, 400)
+    DEADLINE_EXCEEDED = (4, 504)
+    NOT_FOUND = (5, 404)
+    ALREADY_EXISTS = (6, 409)
+    PERMISSION_DENIED = (7, 403)
+    RESOURCE_EXHAUSTED = (8, 429)
+    FAILED_PRECONDITION = (9, 400)
+    ABORTED = (10, 409)
+    OUT_OF_RANGE = (11, 400)
+    UNIMPLEMENTED = (12, 501)
+    INTERNAL = (13, 500)
+    UNAVAILABLE = (14, 503)
+    DATA_LOSS = (15, 500)
+    UNAUTHENTICATED = (16, 401)
+
+    @property
+    def number(self) -> int:
+        return self.value[0]
+
+    @property
+    def http_status(self) -> int:
+        return self.value[1]
+
+
+class GatewayError(Exception):
+    """Base of every error the core raises on purpose."""
+
+    code: Code = Code.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidArgument(GatewayError):
+    code = Code.INVALID_ARGUMENT
+
+
+class NotFound(GatewayError):
+    code = Code.NOT_FOUND
+
+
+class AlreadyExists(GatewayError):
+    code = Code.ALREADY_EXISTS
+
+
+class FailedPrecondition(GatewayError):
+    code = Code.FAILED_PRECONDITION
+
+
+class Unavailable(GatewayError):
+    """Transient: Kafka unreachable, a write not confirmed in time. Clients retry."""
+
+    code = Code.UNAVAILABLE
+
+
+class Unimplemented(GatewayError):
+    code = Code.UNIMPLEMENTED
+
+
+class ResourceExhausted(GatewayError):
+    code = Code.RESOURCE_EXHAUSTED
+
+
+class Internal(GatewayError):
+    code = Code.INTERNAL

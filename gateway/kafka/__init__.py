@@ -1,0 +1,1 @@
+"""Kafka-side plumbing: clients, topic layout and a local broker for development and tests."""

@@ -1,0 +1,282 @@
+"""The one module that consumes from Kafka.
+
+Blocking librdkafka calls run on threads owned here; what they read is handed to the event loop
+by the callbacks the caller supplies (which use `call_soon_threadsafe`). Offsets are committed
+only when the caller says so: only what is acknowledged moves a group's committed offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import confluent_kafka
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+from gateway.translate.records import Record
+
+log = logging.getLogger(__name__)
+Config = Mapping[str, str | int | bool]
+POLL_SECONDS = 0.1
+BATCH = 500
+
+
+def _is_real(msg: confluent_kafka.Message) -> bool:
+    err = msg.error()
+    if err is None:
+        return True
+    if err.code() != KafkaError._PARTITION_EOF:
+        log.warning("consumer error: %s", err)
+    return False
+
+
+def to_record(msg: confluent_kafka.Message) -> Record:
+    return Record(
+        partition=msg.partition() or 0,
+        offset=msg.offset() or 0,
+        timestamp_ms=msg.timestamp()[1],
+        key=msg.key(),
+        value=msg.value(),
+        headers=msg.headers(),
+    )
+
+
+def _reader_config(base: Config) -> dict[str, str | int | bool]:
+    return {
+        "group.id": f"pubsub-gateway-reader-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        "fetch.wait.max.ms": 100,
+        **base,
+    }
+
+
+def _watermarks(consumer: confluent_kafka.Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+    """(low, high) of a partition, retrying while a new topic's leader is being elected."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=max(1.0, deadline - time.monotonic()))
+            return int(low), int(high)
+        except confluent_kafka.KafkaException as exc:
+            err = exc.args[0]
+            retriable = isinstance(err, KafkaError) and (err.retriable() or err.code() in (
+                KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION))
+            if not retriable or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def read_to_end(
+    base: Config, topic: str, partition: int, timeout: float = 30.0
+) -> list[tuple[int, bytes | None, bytes | None]]:
+    """Blocking: everything now in one partition, as (offset, key, value)."""
+    consumer = confluent_kafka.Consumer(_reader_config(base), logger=log)
+    try:
+        low, high = _watermarks(consumer, TopicPartition(topic, partition), timeout)
+        out: list[tuple[int, bytes | None, bytes | None]] = []
+        if high <= low:
+            return out
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        position = low
+        while position < high:
+            for msg in consumer.consume(BATCH, timeout=POLL_SECONDS):
+                if _is_real(msg):
+                    position = (msg.offset() or 0) + 1
+                    out.append((position - 1, msg.key(), msg.value()))
+        return out
+    finally:
+        consumer.close()
+
+
+def end_offset(base: Config, topic: str, partition: int, timeout: float = 10.0) -> int:
+    consumer = confluent_kafka.Consumer(_reader_config(base), logger=log)
+    try:
+        return _watermarks(consumer, TopicPartition(topic, partition), timeout)[1]
+    finally:
+        consumer.close()
+
+
+class TailReader:
+    """Follows partitions from given offsets for as long as it runs."""
+
+    def __init__(
+        self, base: Config, name: str,
+        on_messages: Callable[[list[tuple[str, int, int, bytes | None, bytes | None]]], None],
+    ) -> None:
+        self._consumer = confluent_kafka.Consumer(_reader_config(base), logger=log)
+        self._on_messages = on_messages
+        self._running = True
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name=f"tail-{name}", daemon=True)
+
+    def start(self, assignments: Mapping[tuple[str, int], int]) -> None:
+        self.add(assignments)
+        self._thread.start()
+
+    def add(self, assignments: Mapping[tuple[str, int], int]) -> None:
+        tps = [TopicPartition(t, p, o) for (t, p), o in assignments.items()]
+        if tps:
+            with self._lock:
+                self._consumer.incremental_assign(tps)
+
+    def remove(self, partitions: list[tuple[str, int]]) -> None:
+        if partitions:
+            with self._lock:
+                self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in partitions])
+
+    def _run(self) -> None:
+        while self._running:
+            with self._lock:
+                msgs = self._consumer.consume(BATCH, timeout=POLL_SECONDS)
+            batch = [(m.topic() or "", m.partition() or 0, m.offset() or 0, m.key(), m.value())
+                     for m in msgs if _is_real(m)]
+            if batch:
+                self._on_messages(batch)
+
+    def stop(self) -> None:
+        """Blocking; idempotent."""
+        if not self._running:
+            return
+        self._running = False
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+        self._consumer.close()
+
+
+class FetchListener(Protocol):
+    """What a GroupFetcher tells its subscription; every method runs on the fetcher's thread."""
+
+    def on_assigned(self, partitions: list[int], committed: dict[int, int]) -> dict[int, int]:
+        """Recover the partitions' state (blocking is fine); return each one's start offset.
+
+        `committed` holds the group's committed offset of each partition that has one."""
+
+    def on_revoked(self, partitions: list[int], lost: bool) -> dict[int, int]:
+        """Stop delivering them (block until done); return the final offsets to commit."""
+
+    def on_records(self, records: list[Record]) -> None: ...
+
+    def wants_records(self) -> bool: ...
+
+
+class GroupFetcher:
+    """A member of a subscription's consumer group: owns partitions, fetches their records."""
+
+    def __init__(self, base: Config, group_id: str, topic: str, listener: FetchListener,
+                 session_timeout_ms: int) -> None:
+        config = {
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": max(300, session_timeout_ms // 5),
+            "max.poll.interval.ms": 120_000,
+            "queued.max.messages.kbytes": 16_384,
+            "fetch.wait.max.ms": 200,
+            **base,
+        }
+        self._consumer = confluent_kafka.Consumer(config, logger=log)
+        self._topic = topic
+        self._listener = listener
+        self._assigned: set[int] = set()
+        self._paused = False
+        self._commits: dict[int, int] = {}
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name=f"fetch-{group_id}"[:60], daemon=True)
+
+    @property
+    def assigned(self) -> frozenset[int]:
+        return frozenset(self._assigned)
+
+    def start(self) -> None:
+        self._consumer.subscribe(
+            [self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
+        )
+        self._thread.start()
+
+    def request_commit(self, offsets: Mapping[int, int]) -> None:
+        """Commit these offsets soon (from the fetcher's thread)."""
+        self._commits = {**self._commits, **offsets}
+
+    def _on_assign(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
+        parts = [tp.partition for tp in tps]
+        try:
+            tps_now = [TopicPartition(self._topic, p) for p in parts]
+            committed = {
+                tp.partition: tp.offset
+                for tp in consumer.committed(tps_now, timeout=30) if tp.offset >= 0
+            } if parts else {}
+            starts = self._listener.on_assigned(parts, committed) if parts else {}
+        except Exception:
+            log.exception("recovering partitions %s of %s failed", parts, self._topic)
+            raise
+        consumer.incremental_assign([TopicPartition(self._topic, p, starts[p]) for p in parts])
+        self._assigned.update(parts)
+        if self._paused and parts:
+            consumer.pause([TopicPartition(self._topic, p) for p in parts])
+
+    def _revoke(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition], lost: bool) -> None:
+        parts = [tp.partition for tp in tps]
+        if not parts:
+            return
+        final = self._listener.on_revoked(parts, lost)
+        if final and not lost:
+            self._commit(final, asynchronous=False)
+        self._assigned.difference_update(parts)
+        consumer.incremental_unassign(tps)
+
+    def _on_revoke(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
+        self._revoke(consumer, tps, lost=False)
+
+    def _on_lost(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
+        self._revoke(consumer, tps, lost=True)
+
+    def _commit(self, offsets: Mapping[int, int], asynchronous: bool) -> None:
+        tps = [TopicPartition(self._topic, p, o) for p, o in offsets.items() if p in self._assigned]
+        if not tps:
+            return
+        try:
+            self._consumer.commit(offsets=tps, asynchronous=asynchronous)
+        except confluent_kafka.KafkaException as exc:
+            log.info("commit of %s skipped: %s", self._topic, exc)
+
+    def _run(self) -> None:
+        consumer = self._consumer
+        while self._running:
+            if self._commits:
+                commits, self._commits = self._commits, {}
+                self._commit(commits, asynchronous=True)
+            want = self._listener.wants_records()
+            if want == self._paused and self._assigned:
+                tps = [TopicPartition(self._topic, p) for p in self._assigned]
+                (consumer.resume if want else consumer.pause)(tps)
+                self._paused = not want
+            msg = consumer.poll(POLL_SECONDS)
+            if msg is None:
+                continue
+            msgs = [msg, *consumer.consume(BATCH - 1, timeout=0)]
+            records = [to_record(m) for m in msgs if _is_real(m)]
+            if records:
+                self._listener.on_records(records)
+
+    def stop(self) -> None:
+        """Leave the group (revoking what is owned). Blocking; idempotent."""
+        if not self._running:
+            return
+        self._running = False
+        if self._thread.is_alive():
+            self._thread.join(10.0)
+        try:
+            self._consumer.close()
+        except RuntimeError:
+            pass

@@ -1,0 +1,141 @@
+"""The one module that produces to Kafka.
+
+A confluent-kafka Producer with a poll thread; delivery reports are handed back to the event
+loop with `call_soon_threadsafe`, one hand-over per batch rather than per record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+
+import confluent_kafka
+
+from gateway.errors import InvalidArgument, Unavailable
+
+log = logging.getLogger(__name__)
+
+Headers = Sequence[tuple[str, bytes]]
+OutRecord = tuple[bytes | None, bytes | None, Headers | None]  # key, value, headers
+
+
+class _Batch:
+    """Collects the delivery reports of one batch and resolves one future when all are in."""
+
+    __slots__ = ("loop", "future", "results", "pending", "error")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, n: int) -> None:
+        self.loop = loop
+        self.future: asyncio.Future[list[tuple[int, int]]] = loop.create_future()
+        self.results: list[tuple[int, int]] = [(-1, -1)] * n
+        self.pending = n
+        self.error: confluent_kafka.KafkaError | None = None
+
+    def callback(self, index: int) -> object:
+        def on_delivery(err: confluent_kafka.KafkaError | None, msg: confluent_kafka.Message) -> None:
+            if err is not None:
+                self.error = self.error or err
+            else:
+                self.results[index] = (msg.partition() or 0, msg.offset() or 0)
+            self.pending -= 1
+            if self.pending == 0:
+                self.loop.call_soon_threadsafe(self._resolve)
+
+        return on_delivery
+
+    def _resolve(self) -> None:
+        if self.future.done():
+            return
+        if self.error is not None:
+            self.future.set_exception(_translate(self.error))
+        else:
+            self.future.set_result(self.results)
+
+
+def _translate(err: confluent_kafka.KafkaError) -> Exception:
+    if err.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE:
+        return InvalidArgument(f"Message too large for the Kafka topic: {err.str()}")
+    return Unavailable(f"Kafka did not confirm the write: {err.str()}")
+
+
+class Producer:
+    """Idempotent, acks=all producer shared by the whole process."""
+
+    def __init__(self, config: Mapping[str, str | int | bool]) -> None:
+        self._config = {
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "message.max.bytes": 12_000_000,
+            "queue.buffering.max.messages": 200_000,
+            "queue.buffering.max.kbytes": 262_144,
+            "delivery.timeout.ms": 30_000,
+            **config,
+        }
+        self._producer: confluent_kafka.Producer | None = None
+        self._thread: threading.Thread | None = None
+        self._running = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._producer = confluent_kafka.Producer(self._config, logger=log)
+        self._running = True
+        self._thread = threading.Thread(target=self._poll, name="kafka-producer-poll", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        assert self._producer is not None
+        while self._running:
+            self._producer.poll(0.05)
+
+    async def stop(self) -> None:
+        """Flush what is queued, then stop the poll thread. Idempotent."""
+        if self._producer is None:
+            return
+        producer, self._producer = self._producer, None
+        remaining = await asyncio.to_thread(producer.flush, 10.0)
+        if remaining:
+            log.warning("producer closed with %d undelivered records", remaining)
+        self._running = False
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5.0)
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def send(
+        self, topic: str, records: Sequence[OutRecord], partition: int | None = None
+    ) -> list[tuple[int, int]]:
+        """Write records and wait until Kafka confirms all; returns (partition, offset) each."""
+        if self._producer is None or self._loop is None:
+            raise Unavailable("The gateway is shutting down.")
+        batch = _Batch(self._loop, len(records))
+        produce = self._producer.produce
+        extra = {} if partition is None else {"partition": partition}
+        for i, (key, value, headers) in enumerate(records):
+            while True:
+                try:
+                    produce(
+                        topic, value=value, key=key, headers=headers, on_delivery=batch.callback(i),
+                        **extra,
+                    )
+                    break
+                except BufferError:
+                    await asyncio.sleep(0.005)  # local queue full: let the poll thread drain it
+                except confluent_kafka.KafkaException as exc:
+                    raise _translate(exc.args[0]) from exc
+        if not records:
+            return []
+        return await batch.future
+
+    async def send_one(
+        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
+    ) -> tuple[int, int]:
+        return (await self.send(topic, [(key, value, None)], partition))[0]

@@ -1,0 +1,63 @@
+"""The commands that change delivery state: small frozen values, applied in one place.
+
+Each command is also what one record of the lease/ack log carries (see `logformat`), so a
+partition's state is the fold of its log, and any gateway process can write a command that the
+partition's owner then applies. `epoch` orders a subscription's history: a seek starts a new
+epoch, and commands of an older epoch are ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ack:
+    """Offsets acknowledged (ranges, half-open). Acks are final, whatever the generation."""
+
+    partition: int
+    ranges: tuple[tuple[int, int], ...]
+    epoch: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Lease:
+    """Offsets delivered: each (offset, generation) leased until deadline_ms."""
+
+    partition: int
+    entries: tuple[tuple[int, int], ...]
+    deadline_ms: int
+    epoch: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SetDeadline:
+    """ModifyAckDeadline: the lease of (offset, generation) now ends at deadline_ms.
+
+    A deadline at or before now is a nack: the message is redeliverable at once. Entries whose
+    generation is not the current lease's are stale and change nothing.
+    """
+
+    partition: int
+    entries: tuple[tuple[int, int], ...]
+    deadline_ms: int
+    epoch: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A partition's whole state above its watermark, written by the partition's owner.
+
+    Applying a checkpoint merges it (acks are unions, attempts maxima), so a command written
+    before a checkpoint but folded into none is never undone by it.
+    """
+
+    partition: int
+    watermark: int
+    acked: tuple[tuple[int, int], ...]
+    leases: tuple[tuple[int, int, int], ...]  # (offset, generation, deadline_ms)
+    attempts: tuple[tuple[int, int], ...]  # (offset, deliveries) for unacked, delivered offsets
+    epoch: int = 0
+
+
+Command = Ack | Lease | SetDeadline | Checkpoint

@@ -1,0 +1,87 @@
+"""A set of integers kept as sorted, disjoint, half-open ranges [start, end)."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Iterator
+
+
+class RangeSet:
+    __slots__ = ("_starts", "_ends")
+
+    def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        for start, end in ranges:
+            self.add(start, end)
+
+    def add(self, start: int, end: int) -> None:
+        """Add [start, end), merging with every range it touches."""
+        if start >= end:
+            return
+        starts, ends = self._starts, self._ends
+        # Fast path: appending at or after the last range, the common case for acks in order.
+        if not starts or start > ends[-1]:
+            starts.append(start)
+            ends.append(end)
+            return
+        i = bisect.bisect_left(ends, start)  # first range whose end >= start
+        j = bisect.bisect_right(starts, end)  # ranges [i, j) touch [start, end]
+        if i == j:
+            starts.insert(i, start)
+            ends.insert(i, end)
+            return
+        new_start, new_end = min(start, starts[i]), max(end, ends[j - 1])
+        starts[i:j] = [new_start]
+        ends[i:j] = [new_end]
+
+    def add_one(self, value: int) -> None:
+        self.add(value, value + 1)
+
+    def __contains__(self, value: object) -> bool:
+        if not isinstance(value, int):
+            return False
+        i = bisect.bisect_right(self._starts, value) - 1
+        return i >= 0 and value < self._ends[i]
+
+    def first_missing_from(self, value: int) -> int:
+        """The smallest integer >= value that is not in the set."""
+        i = bisect.bisect_right(self._starts, value) - 1
+        if i >= 0 and value < self._ends[i]:
+            return self._ends[i]
+        return value
+
+    def discard_below(self, value: int) -> None:
+        """Forget everything below `value`."""
+        i = bisect.bisect_right(self._ends, value)
+        del self._starts[:i]
+        del self._ends[:i]
+        if self._starts and self._starts[0] < value:
+            self._starts[0] = value
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return zip(self._starts, self._ends, strict=True)
+
+    def __len__(self) -> int:
+        """The number of ranges (not of integers)."""
+        return len(self._starts)
+
+    def count(self) -> int:
+        return sum(e - s for s, e in self)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RangeSet) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"RangeSet({list(self)!r})"
+
+
+def to_ranges(values: Iterable[int]) -> list[tuple[int, int]]:
+    """Compress integers into sorted half-open ranges."""
+    out: list[tuple[int, int]] = []
+    for v in sorted(set(values)):
+        if out and out[-1][1] == v:
+            out[-1] = (out[-1][0], v + 1)
+        else:
+            out.append((v, v + 1))
+    return out

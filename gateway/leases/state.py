@@ -1,0 +1,217 @@
+"""The delivery state of one partition of one subscription, owned by one gateway process.
+
+Pure: no I/O, time passed in. The owner feeds it records fetched from Kafka (`add_records`),
+takes messages to deliver (`take`), and applies commands (`apply`), whether they came from
+its own clients or from the lease/ack log. Everything below `watermark` is acknowledged; above
+it, `acked` holds acknowledged (or absent) offsets, `leases` the delivered ones and `attempts`
+how often each unacked offset has been delivered.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
+from gateway.leases.ranges import RangeSet
+
+R = TypeVar("R")
+
+
+class PartitionState(Generic[R]):
+    def __init__(self, partition: int, watermark: int, epoch: int = 0) -> None:
+        self.partition = partition
+        self.epoch = epoch
+        self.watermark = watermark
+        self.acked = RangeSet()
+        self.leases: dict[int, tuple[int, int]] = {}  # offset -> (generation, deadline_ms)
+        self.attempts: dict[int, int] = {}  # offset -> deliveries so far, unacked offsets only
+        self.records: dict[int, R] = {}  # content of unacked offsets held in memory
+        self.next_offset = watermark  # the next offset the fetcher will hand over
+        self.dirty = False
+        self._ready: list[int] = []
+        self._ready_set: set[int] = set()
+        self._expiry: list[tuple[int, int, int]] = []  # (deadline_ms, offset, generation)
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def ready_count(self) -> int:
+        return len(self._ready_set)
+
+    def next_expiry(self) -> int | None:
+        while self._expiry:
+            deadline, offset, gen = self._expiry[0]
+            if self.leases.get(offset) == (gen, deadline):
+                return deadline
+            heapq.heappop(self._expiry)
+        return None
+
+    def is_acked(self, offset: int) -> bool:
+        return offset < self.watermark or offset in self.acked
+
+    def lease_of(self, offset: int) -> tuple[int, int] | None:
+        return self.leases.get(offset)
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(
+            partition=self.partition,
+            watermark=self.watermark,
+            acked=tuple(self.acked),
+            leases=tuple((o, g, d) for o, (g, d) in sorted(self.leases.items())),
+            attempts=tuple(sorted(self.attempts.items())),
+            epoch=self.epoch,
+        )
+
+    # -- the fetcher's side ----------------------------------------------------------------
+
+    def add_records(self, records: Iterable[tuple[int, R]]) -> None:
+        """Records fetched from Kafka, in offset order; gaps between them count as acked."""
+        for offset, record in records:
+            if offset < self.next_offset:
+                continue  # seen already (a re-fetch after a seek)
+            if offset > self.next_offset:
+                self.acked.add(self.next_offset, offset)
+            self.next_offset = offset + 1
+            if self.is_acked(offset):
+                continue
+            self.records[offset] = record
+            if offset not in self.leases:
+                self._make_ready(offset)
+        self._advance()
+
+    # -- the delivery side -----------------------------------------------------------------
+
+    def take(self, n: int, now_ms: int, deadline_ms: int) -> list[tuple[int, int, R]]:
+        """Lease up to n messages until deadline_ms: (offset, generation, record), oldest first."""
+        self.expire(now_ms)
+        out: list[tuple[int, int, R]] = []
+        while self._ready and len(out) < n:
+            offset = heapq.heappop(self._ready)
+            self._ready_set.discard(offset)
+            if offset in self.leases or offset not in self.records:
+                continue
+            gen = self.attempts.get(offset, 0) + 1
+            self.attempts[offset] = gen
+            self._lease(offset, gen, deadline_ms)
+            out.append((offset, gen, self.records[offset]))
+        if out:
+            self.dirty = True
+        return out
+
+    def release(self, taken: Iterable[tuple[int, int]]) -> None:
+        """Give back leases that never reached a client (their log write failed)."""
+        for offset, gen in taken:
+            if self.leases.get(offset, (None,))[0] == gen:
+                self._release(offset)
+
+    def expire(self, now_ms: int) -> int:
+        """Release every lease whose deadline has passed; returns how many."""
+        n = 0
+        while self._expiry and self._expiry[0][0] <= now_ms:
+            deadline, offset, gen = heapq.heappop(self._expiry)
+            if self.leases.get(offset) == (gen, deadline):
+                self._release(offset)
+                n += 1
+        return n
+
+    # -- commands --------------------------------------------------------------------------
+
+    def apply(self, cmd: Command, now_ms: int) -> None:
+        if cmd.epoch < self.epoch:
+            return
+        match cmd:
+            case Ack():
+                self._apply_ack(cmd.ranges)
+            case Lease():
+                for offset, gen in cmd.entries:
+                    self._apply_lease(offset, gen, cmd.deadline_ms)
+            case SetDeadline():
+                self._apply_deadline(cmd.entries, cmd.deadline_ms, now_ms)
+            case Checkpoint():
+                self._apply_checkpoint(cmd)
+        self.dirty = True
+
+    def _apply_ack(self, ranges: Iterable[tuple[int, int]]) -> None:
+        for start, end in ranges:
+            start = max(start, self.watermark)
+            if start >= end:
+                continue
+            self.acked.add(start, end)
+            if end - start <= 64 or end - start <= len(self.attempts) + len(self.records):
+                offsets: Iterable[int] = range(start, end)
+            else:
+                offsets = [o for o in {*self.attempts, *self.records} if start <= o < end]
+            for offset in offsets:
+                self._forget(offset)
+        self._advance()
+
+    def _apply_lease(self, offset: int, gen: int, deadline_ms: int) -> None:
+        if self.is_acked(offset) or gen <= self.attempts.get(offset, 0):
+            return  # our own lease read back, or one already superseded
+        self.attempts[offset] = gen
+        self._ready_set.discard(offset)
+        self._lease(offset, gen, deadline_ms)
+
+    def _apply_deadline(
+        self, entries: Iterable[tuple[int, int]], deadline_ms: int, now_ms: int
+    ) -> None:
+        for offset, gen in entries:
+            lease = self.leases.get(offset)
+            if lease is None or lease[0] != gen:
+                continue  # stale ack id: that delivery is over
+            if deadline_ms <= now_ms:
+                self._release(offset)
+            else:
+                self._lease(offset, gen, deadline_ms)
+
+    def _apply_checkpoint(self, cp: Checkpoint) -> None:
+        if cp.epoch > self.epoch:
+            self._reset(cp.watermark, cp.epoch)
+        if cp.watermark > self.watermark:
+            self._apply_ack([(self.watermark, cp.watermark)])
+        self._apply_ack(cp.acked)
+        for offset, n in cp.attempts:
+            if not self.is_acked(offset) and n > self.attempts.get(offset, 0):
+                self.attempts[offset] = n
+        for offset, gen, deadline in cp.leases:
+            if not self.is_acked(offset) and gen >= self.attempts.get(offset, 0):
+                if self.leases.get(offset, (0,))[0] < gen:
+                    self.attempts[offset] = gen
+                    self._ready_set.discard(offset)
+                    self._lease(offset, gen, deadline)
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _reset(self, watermark: int, epoch: int) -> None:
+        self.__init__(self.partition, watermark, epoch)  # type: ignore[misc]
+
+    def _lease(self, offset: int, gen: int, deadline_ms: int) -> None:
+        self.leases[offset] = (gen, deadline_ms)
+        heapq.heappush(self._expiry, (deadline_ms, offset, gen))
+
+    def _release(self, offset: int) -> None:
+        del self.leases[offset]
+        self.dirty = True
+        if offset in self.records:
+            self._make_ready(offset)
+
+    def _make_ready(self, offset: int) -> None:
+        if offset not in self._ready_set:
+            self._ready_set.add(offset)
+            heapq.heappush(self._ready, offset)
+
+    def _forget(self, offset: int) -> None:
+        self.leases.pop(offset, None)
+        self.attempts.pop(offset, None)
+        self.records.pop(offset, None)
+        self._ready_set.discard(offset)
+
+    def _advance(self) -> None:
+        w = self.acked.first_missing_from(self.watermark)
+        if w > self.watermark:
+            self.watermark = w
+            self.acked.discard_below(w)
+            self.next_offset = max(self.next_offset, w)
+            self.dirty = True

@@ -1,0 +1,87 @@
+"""The gateway process: Kafka clients, core services and the gRPC server, started and stopped
+in order with one AsyncExitStack."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import grpc
+
+from gateway.core.delivery import DeliveryService
+from gateway.core.resources import ResourceStore
+from gateway.core.subscriptions import SubscriptionService
+from gateway.core.topics import TopicService
+from gateway.kafka.admin import Admin, check_connection
+from gateway.kafka.local import LocalKafka
+from gateway.kafka.producer import Producer
+from gateway.settings import Settings
+from gateway.translate import names
+from gateway.wire import grpc_api
+
+log = logging.getLogger(__name__)
+MAX_MESSAGE = 20 * 1024 * 1024  # gRPC message limit: a 10 MB publish plus its framing
+
+
+class Gateway:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.port = 0
+        self.bootstrap = settings.kafka_bootstrap or ""
+        self._stack = contextlib.AsyncExitStack()
+        self._server: grpc.aio.Server | None = None
+
+    async def start(self) -> None:
+        s = self.settings
+        stack = self._stack
+        if not s.kafka_bootstrap:
+            kafka = LocalKafka(data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb)
+            self.bootstrap = await asyncio.to_thread(kafka.start)
+            stack.callback(kafka.stop)
+            log.info("embedded Kafka at %s (log: %s)", self.bootstrap, kafka.log_file)
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap, **s.kafka_config}
+        await asyncio.to_thread(check_connection, config)
+
+        admin = Admin(config, s.replication_factor)
+        producer = Producer(config)
+        await stack.enter_async_context(producer)
+        store = ResourceStore(admin, producer, config, names.internal_topic(s.internal_prefix, "resources"),
+                              s.replication_factor)
+        await store.start()
+        stack.push_async_callback(store.stop)
+        topics = TopicService(s, store, admin, producer)
+        subs = SubscriptionService(s, store, admin, producer)
+        stack.push_async_callback(subs.stop)
+        delivery = DeliveryService(s, store, producer, config)
+        await delivery.start()
+        stack.push_async_callback(delivery.stop)
+
+        server = grpc.aio.server(options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+            ("grpc.so_reuseport", 0),
+        ])
+        grpc_api.add_to_server(server, grpc_api.Publisher(topics, subs), grpc_api.Subscriber(subs, delivery))
+        self.port = server.add_insecure_port(f"{s.host}:{s.port}")
+        if self.port == 0:
+            raise OSError(f"cannot listen on {s.host}:{s.port}")
+        await server.start()
+        self._server = server
+        stack.push_async_callback(server.stop, s.shutdown_grace_seconds)
+
+    async def stop(self) -> None:
+        """Stop accepting calls, let running ones finish, flush, leave groups. Idempotent."""
+        await self._stack.aclose()
+
+    async def __aenter__(self) -> Gateway:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

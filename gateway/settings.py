@@ -1,0 +1,141 @@
+"""One settings object, from command-line flags and environment variables, validated at start-up.
+
+Every flag `--some-flag` has an environment variable `PUBSUB_GATEWAY_SOME_FLAG`; a flag given on
+the command line wins over the variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+ENV_PREFIX = "PUBSUB_GATEWAY_"
+_SECRET_WORDS = ("password", "secret", "token", "key")
+
+
+class SettingsError(ValueError):
+    """A setting is missing or out of range; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8085
+    kafka_bootstrap: str | None = None
+    kafka_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    kafka_data_dir: Path | None = None
+    kafka_port: int = 0
+    kafka_heap_mb: int = 384
+    internal_prefix: str = "__pubsub_gateway"
+    default_partitions: int = 4
+    replication_factor: int = -1
+    pull_max_wait_seconds: float = 5.0
+    session_timeout_ms: int = 10_000
+    idle_subscription_seconds: float = 300.0
+    checkpoint_interval_seconds: float = 1.0
+    shutdown_grace_seconds: float = 5.0
+    log_level: str = "INFO"
+
+    def validate(self) -> Settings:
+        if not 0 <= self.port <= 65535:
+            raise SettingsError(f"--port must be 0..65535, got {self.port}")
+        if not 0 <= self.kafka_port <= 65535:
+            raise SettingsError(f"--kafka-port must be 0..65535, got {self.kafka_port}")
+        if self.default_partitions < 1:
+            raise SettingsError("--default-partitions must be at least 1")
+        if self.replication_factor == 0 or self.replication_factor < -1:
+            raise SettingsError("--replication-factor must be -1 (broker default) or >= 1")
+        if not 0 < self.pull_max_wait_seconds <= 60:
+            raise SettingsError("--pull-max-wait-seconds must be in (0, 60]")
+        if self.session_timeout_ms < 1000:
+            raise SettingsError("--session-timeout-ms must be at least 1000")
+        if self.kafka_heap_mb < 128:
+            raise SettingsError("--kafka-heap-mb must be at least 128")
+        if not self.internal_prefix or not all(c.isalnum() or c in "._-" for c in self.internal_prefix):
+            raise SettingsError("--internal-prefix may hold only letters, digits, '.', '_', '-'")
+        if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+            raise SettingsError("--log-level must be DEBUG, INFO, WARNING or ERROR")
+        return self
+
+    def masked(self) -> dict[str, object]:
+        """The settings as a dict fit for a log line: secret Kafka options are masked."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["kafka_config"] = {
+            k: ("***" if any(w in k.lower() for w in _SECRET_WORDS) else v)
+            for k, v in self.kafka_config.items()
+        }
+        return out
+
+
+def _parse_kafka_config(items: Sequence[str]) -> dict[str, str]:
+    config: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SettingsError(f"--kafka-config wants KEY=VALUE, got {item!r}")
+        config[key.strip()] = value.strip()
+    return config
+
+
+def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> None:
+    """Add one flag per setting to `parser`, each defaulting to its environment variable."""
+    env = os.environ if env is None else env
+    defaults = Settings()
+
+    def default(name: str) -> object:
+        return env.get(ENV_PREFIX + name.upper(), getattr(defaults, name))
+
+    p = parser.add_argument
+    p("--host", default=default("host"), help="address to listen on (default 127.0.0.1)")
+    p("--port", type=int, default=default("port"), help="gRPC port (default 8085; 0 picks one)")
+    p(
+        "--kafka-bootstrap",
+        default=default("kafka_bootstrap"),
+        help="HOST:PORT of an existing Kafka cluster; without it an embedded local broker runs",
+    )
+    env_config = [s for s in env.get(ENV_PREFIX + "KAFKA_CONFIG", "").split(",") if s]
+    p(
+        "--kafka-config",
+        action="append",
+        default=env_config,
+        metavar="KEY=VALUE",
+        help="extra librdkafka option for every client (repeatable), e.g. security.protocol=SSL",
+    )
+    p("--kafka-data-dir", type=Path, default=default("kafka_data_dir"), help="embedded broker data")
+    p("--kafka-port", type=int, default=default("kafka_port"), help="embedded broker port (0 = free)")
+    p("--kafka-heap-mb", type=int, default=default("kafka_heap_mb"), help="embedded broker heap")
+    p("--internal-prefix", default=default("internal_prefix"), help="prefix of the gateway's own topics")
+    p("--default-partitions", type=int, default=default("default_partitions"))
+    p("--replication-factor", type=int, default=default("replication_factor"))
+    p("--pull-max-wait-seconds", type=float, default=default("pull_max_wait_seconds"))
+    p("--session-timeout-ms", type=int, default=default("session_timeout_ms"))
+    p("--idle-subscription-seconds", type=float, default=default("idle_subscription_seconds"))
+    p("--checkpoint-interval-seconds", type=float, default=default("checkpoint_interval_seconds"))
+    p("--shutdown-grace-seconds", type=float, default=default("shutdown_grace_seconds"))
+    p("--log-level", default=default("log_level"))
+
+
+def from_namespace(ns: argparse.Namespace) -> Settings:
+    """Build and validate Settings from parsed flags."""
+    data_dir = ns.kafka_data_dir
+    return Settings(
+        host=str(ns.host),
+        port=int(ns.port),
+        kafka_bootstrap=ns.kafka_bootstrap or None,
+        kafka_config=_parse_kafka_config(ns.kafka_config),
+        kafka_data_dir=Path(data_dir) if data_dir else None,
+        kafka_port=int(ns.kafka_port),
+        kafka_heap_mb=int(ns.kafka_heap_mb),
+        internal_prefix=str(ns.internal_prefix),
+        default_partitions=int(ns.default_partitions),
+        replication_factor=int(ns.replication_factor),
+        pull_max_wait_seconds=float(ns.pull_max_wait_seconds),
+        session_timeout_ms=int(ns.session_timeout_ms),
+        idle_subscription_seconds=float(ns.idle_subscription_seconds),
+        checkpoint_interval_seconds=float(ns.checkpoint_interval_seconds),
+        shutdown_grace_seconds=float(ns.shutdown_grace_seconds),
+        log_level=str(ns.log_level).upper(),
+    ).validate()

@@ -1,0 +1,1 @@
+"""Pure mapping between Pub/Sub and Kafka: plain functions on values, no I/O."""

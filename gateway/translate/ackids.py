@@ -1,0 +1,50 @@
+"""Ack ids: self-describing, ASCII and short, so that any gateway process can act on any of them.
+
+Form: `<tag>-<partition>-<offset>-<generation>`, all lowercase hex except the tag, which is the
+first 8 hex digits of a hash of the subscription's incarnation (name + uid). The generation is
+the message's delivery count at the time of this delivery, which makes every ack id unique per
+delivery. The longest possible id is 8+1+8+1+16+1+8 = 43 characters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from typing import NewType
+
+AckId = NewType("AckId", str)
+
+
+class MalformedAckId(ValueError):
+    """The string is not an ack id this gateway issued."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AckRef:
+    tag: str
+    partition: int
+    offset: int
+    generation: int
+
+
+def subscription_tag(subscription: str, uid: str) -> str:
+    return hashlib.blake2b(f"{subscription}\0{uid}".encode(), digest_size=4).hexdigest()
+
+
+def encode(tag: str, partition: int, offset: int, generation: int) -> AckId:
+    return AckId(f"{tag}-{partition:x}-{offset:x}-{generation:x}")
+
+
+_ACK_ID = re.compile(r"([0-9a-f]{8})-([0-9a-f]{1,8})-([0-9a-f]{1,16})-([0-9a-f]{1,8})")
+
+
+def decode(ack_id: str) -> AckRef:
+    match = _ACK_ID.fullmatch(ack_id)
+    if match is None:
+        raise MalformedAckId(ack_id)
+    tag, partition, offset, generation = match.groups()
+    ref = AckRef(tag, int(partition, 16), int(offset, 16), int(generation, 16))
+    if ref.generation < 1:
+        raise MalformedAckId(ack_id)
+    return ref

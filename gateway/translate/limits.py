@@ -1,0 +1,107 @@
+"""Validation of what clients send, with the limits of the published API.
+
+Every check runs before anything is written, so a bad request changes no state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from gateway.errors import InvalidArgument
+
+MAX_MESSAGES_PER_PUBLISH = 1000
+MAX_PUBLISH_BYTES = 10_000_000
+MAX_ATTRIBUTES = 100
+MAX_ATTRIBUTE_KEY_BYTES = 256
+MAX_ATTRIBUTE_VALUE_BYTES = 1024
+MAX_ORDERING_KEY_BYTES = 1024
+MIN_ACK_DEADLINE = 10
+MAX_ACK_DEADLINE = 600
+DEFAULT_ACK_DEADLINE = 10
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    data: bytes
+    attributes: Mapping[str, str]
+    ordering_key: str
+
+
+def check_publish(messages: Sequence[OutgoingMessage]) -> None:
+    if not messages:
+        raise InvalidArgument("A publish request must contain at least one message (messages).")
+    if len(messages) > MAX_MESSAGES_PER_PUBLISH:
+        raise InvalidArgument(
+            f"Too many messages: {len(messages)} given, at most {MAX_MESSAGES_PER_PUBLISH} "
+            "per publish request (messages)."
+        )
+    total = 0
+    for i, m in enumerate(messages):
+        total += len(m.data) + len(m.ordering_key)
+        if not m.data and not m.attributes:
+            raise InvalidArgument(
+                f"Message {i} has neither data nor attributes (messages[{i}].data); "
+                "a message must have non-empty data or at least one attribute."
+            )
+        if len(m.attributes) > MAX_ATTRIBUTES:
+            raise InvalidArgument(
+                f"Message {i} has {len(m.attributes)} attributes; at most {MAX_ATTRIBUTES} are "
+                f"allowed (messages[{i}].attributes)."
+            )
+        for key, value in m.attributes.items():
+            kb, vb = len(key.encode()), len(value.encode())
+            total += kb + vb
+            if not key:
+                raise InvalidArgument(f"Message {i} has an empty attribute key (messages[{i}].attributes).")
+            if kb > MAX_ATTRIBUTE_KEY_BYTES:
+                raise InvalidArgument(
+                    f"Attribute key of message {i} is {kb} bytes; at most "
+                    f"{MAX_ATTRIBUTE_KEY_BYTES} are allowed (messages[{i}].attributes)."
+                )
+            if vb > MAX_ATTRIBUTE_VALUE_BYTES:
+                raise InvalidArgument(
+                    f"Value of attribute {key!r} of message {i} is {vb} bytes; at most "
+                    f"{MAX_ATTRIBUTE_VALUE_BYTES} are allowed (messages[{i}].attributes)."
+                )
+            if key.startswith("goog"):
+                raise InvalidArgument(
+                    f"Attribute key {key!r} of message {i} is reserved: keys must not start "
+                    f"with 'goog' (messages[{i}].attributes)."
+                )
+        if len(m.ordering_key.encode()) > MAX_ORDERING_KEY_BYTES:
+            raise InvalidArgument(
+                f"Ordering key of message {i} is longer than {MAX_ORDERING_KEY_BYTES} bytes "
+                f"(messages[{i}].ordering_key)."
+            )
+    if total > MAX_PUBLISH_BYTES:
+        raise InvalidArgument(
+            f"The publish request is {total} bytes; at most {MAX_PUBLISH_BYTES} are allowed."
+        )
+
+
+def ack_deadline(seconds: int, field: str = "ack_deadline_seconds") -> int:
+    """A subscription's ack deadline: 0 means the default 10 s; otherwise 10..600."""
+    if seconds == 0:
+        return DEFAULT_ACK_DEADLINE
+    if not MIN_ACK_DEADLINE <= seconds <= MAX_ACK_DEADLINE:
+        raise InvalidArgument(
+            f"Invalid {field}: {seconds}. It must be between {MIN_ACK_DEADLINE} and "
+            f"{MAX_ACK_DEADLINE} seconds."
+        )
+    return seconds
+
+
+def modify_deadline(seconds: int, field: str = "ack_deadline_seconds") -> int:
+    """A ModifyAckDeadline value: 0..600, where 0 is a nack."""
+    if not 0 <= seconds <= MAX_ACK_DEADLINE:
+        raise InvalidArgument(
+            f"Invalid {field}: {seconds}. It must be between 0 and {MAX_ACK_DEADLINE} seconds."
+        )
+    return seconds
+
+
+def max_messages(n: int) -> int:
+    if n <= 0:
+        raise InvalidArgument(f"max_messages must be positive, got {n}.")
+    return n

@@ -1,0 +1,92 @@
+"""Message <-> Kafka record.
+
+data <-> value, attributes <-> headers (UTF-8 values), ordering key <-> record key, message id
+<-> (partition, offset), publish time <-> record timestamp. Records written by plain Kafka
+producers may carry any key and any header bytes; they are delivered with the key as ordering
+key when it is valid UTF-8 of at most 1024 bytes (else as the attribute `kafka-key-base64`), and
+with non-UTF-8 header values base64-encoded under the attribute `<header>-base64`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+MAX_ORDERING_KEY_BYTES = 1024
+_PARTITION_SHIFT = 40  # offsets below 2**40 (a trillion) per partition
+KEY_ATTRIBUTE = "kafka-key-base64"
+
+Headers = list[tuple[str, bytes]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Record:
+    """A record as read from Kafka, reduced to what delivery needs."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] | None
+
+    @property
+    def size(self) -> int:
+        return len(self.value or b"") + len(self.key or b"")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MessageView:
+    """The Pub/Sub view of a record."""
+
+    data: bytes
+    attributes: dict[str, str]
+    ordering_key: str
+    message_id: str
+    publish_time_ms: int
+
+
+def message_id(partition: int, offset: int) -> str:
+    return str((partition << _PARTITION_SHIFT) | offset)
+
+
+def parse_message_id(mid: str) -> tuple[int, int]:
+    n = int(mid)
+    return n >> _PARTITION_SHIFT, n & ((1 << _PARTITION_SHIFT) - 1)
+
+
+def to_record(
+    data: bytes, attributes: Mapping[str, str], ordering_key: str
+) -> tuple[bytes | None, bytes, Headers | None]:
+    """(key, value, headers) of the record that carries a published message."""
+    headers = [(k, v.encode()) for k, v in attributes.items()] if attributes else None
+    return (ordering_key.encode() if ordering_key else None), data, headers
+
+
+def to_message(record: Record) -> MessageView:
+    attributes: dict[str, str] = {}
+    for name, raw in record.headers or ():
+        if raw is None:
+            attributes[name] = ""
+            continue
+        try:
+            attributes[name] = raw.decode()
+        except UnicodeDecodeError:
+            attributes[f"{name}-base64"] = base64.b64encode(raw).decode()
+    ordering_key = ""
+    if record.key:
+        try:
+            ordering_key = record.key.decode()
+        except UnicodeDecodeError:
+            ordering_key = ""
+        if not ordering_key or len(record.key) > MAX_ORDERING_KEY_BYTES:
+            ordering_key = ""
+            attributes[KEY_ATTRIBUTE] = base64.b64encode(record.key).decode()
+    return MessageView(
+        data=record.value or b"",
+        attributes=attributes,
+        ordering_key=ordering_key,
+        message_id=message_id(record.partition, record.offset),
+        publish_time_ms=record.timestamp_ms,
+    )

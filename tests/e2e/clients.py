@@ -1,0 +1,48 @@
+"""Official client helpers for end-to-end tests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import grpc
+from google.cloud import pubsub_v1
+from google.pubsub_v1.services.publisher import PublisherClient as PublisherGapic
+from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+from google.pubsub_v1 import types
+
+from tests.gateways import GatewayProcess, emulator_env
+
+
+def clients(gw: GatewayProcess) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient]:
+    with emulator_env(gw.address):
+        return pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+
+
+def gapic_publisher(gw: GatewayProcess) -> PublisherGapic:
+    """The official low-level publisher (one Publish RPC per call), on an insecure channel."""
+    channel = grpc.insecure_channel(gw.address)
+    return PublisherGapic(transport=PublisherGrpcTransport(channel=channel))
+
+
+def pull_until(
+    sub: pubsub_v1.SubscriberClient, subscription: str, count: int, timeout: float = 30.0,
+    keep: Callable[[types.ReceivedMessage], bool] = lambda _: True, max_messages: int = 100,
+) -> list[types.ReceivedMessage]:
+    """Pull (without acking) until `count` messages arrived or `timeout` passed."""
+    got: list[types.ReceivedMessage] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        resp = sub.pull(subscription=subscription, max_messages=max_messages, timeout=10)
+        got.extend(m for m in resp.received_messages if keep(m))
+    return got
+
+
+def pull_nothing(sub: pubsub_v1.SubscriberClient, subscription: str, seconds: float) -> list[str]:
+    """Pull for `seconds`; returns the data of anything that arrived (expected: nothing)."""
+    seen: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        resp = sub.pull(subscription=subscription, max_messages=100, timeout=10)
+        seen.extend(m.message.data.decode() for m in resp.received_messages)
+    return seen
