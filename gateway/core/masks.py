@@ -26,7 +26,7 @@ def apply(src: Any, dst: Any, mask: Sequence[str], updatable: Collection[str]) -
         value = getattr(src, path)
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
             getattr(dst, path).update(value)
-        elif _is_repeated(field):
+        elif field.is_repeated:
             getattr(dst, path).extend(value)
         elif field.type == FieldDescriptor.TYPE_MESSAGE:
             if src.HasField(path):
@@ -34,6 +34,3 @@ def apply(src: Any, dst: Any, mask: Sequence[str], updatable: Collection[str]) -
         else:
             setattr(dst, path, value)
 
-
-def _is_repeated(field: FieldDescriptor) -> bool:
-    return bool(getattr(field, "is_repeated", field.label == FieldDescriptor.LABEL_REPEATED))

@@ -141,14 +141,14 @@ class ResourceStore:
         _, offset = (await self._producer.send(self._topic, [(key, value, None)], partition=0))[0]
         await self._caught_up(offset)
 
-    async def _caught_up(self, offset: int, timeout: float = 30.0) -> None:
+    async def _caught_up(self, offset: int, wait: float = 30.0) -> None:
         if offset <= self._applied:
             return
         assert self._loop is not None
         fut: asyncio.Future[None] = self._loop.create_future()
         self._waiters.append((offset, fut))
         try:
-            await asyncio.wait_for(fut, timeout)
+            await asyncio.wait_for(fut, wait)
         except TimeoutError as exc:
             raise Unavailable("the resource log did not catch up in time") from exc
 

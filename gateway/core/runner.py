@@ -268,7 +268,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 if state.dirty:
                     try:
                         await self._checkpoint(p, state, self._folded.get(p, set()))
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001 - retried next round; the loop must live
                         log.warning("%s: checkpoint of partition %d failed: %s", self.name, p, exc)
 
     async def _checkpoint(self, p: int, state: PartitionState[Record], folded: set[bytes]) -> None:

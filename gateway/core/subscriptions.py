@@ -76,9 +76,9 @@ def validate(sub: Any) -> None:
         hi = _seconds(rp.maximum_backoff) if rp.HasField("maximum_backoff") else 600
         if not (0 <= lo <= 600 and 0 <= hi <= 600 and lo <= hi):
             raise InvalidArgument("Invalid retry_policy: backoffs must be 0..600 s, minimum <= maximum.")
-    if sub.HasField("expiration_policy") and sub.expiration_policy.HasField("ttl"):
-        if _seconds(sub.expiration_policy.ttl) < DAY:
-            raise InvalidArgument("Invalid expiration_policy.ttl: the minimum is 1 day.")
+    policy = sub.expiration_policy
+    if sub.HasField("expiration_policy") and policy.HasField("ttl") and _seconds(policy.ttl) < DAY:
+        raise InvalidArgument("Invalid expiration_policy.ttl: the minimum is 1 day.")
     if len(sub.filter.encode()) > 256:
         raise InvalidArgument("Invalid filter: at most 256 bytes are allowed.")
     if sub.push_config.push_endpoint and not sub.push_config.push_endpoint.startswith(
@@ -115,10 +115,9 @@ class SubscriptionService:
         topic = self._store.get("topic", sub.topic)
         if topic is None:
             raise NotFound(f"Topic not found (resource={sub.topic})")
-        if sub.dead_letter_policy.dead_letter_topic and self._store.get(
-            "topic", sub.dead_letter_policy.dead_letter_topic
-        ) is None:
-            raise NotFound(f"Dead letter topic not found (resource={sub.dead_letter_policy.dead_letter_topic})")
+        dead_letter = sub.dead_letter_policy.dead_letter_topic
+        if dead_letter and self._store.get("topic", dead_letter) is None:
+            raise NotFound(f"Dead letter topic not found (resource={dead_letter})")
         sub.state = pubsub_pb2.Subscription.State.ACTIVE
         if topic.proto.HasField("message_retention_duration"):
             sub.topic_message_retention_duration.CopyFrom(topic.proto.message_retention_duration)
@@ -159,7 +158,7 @@ class SubscriptionService:
         stored = await self._store.update(Resource("subscription", res.name, proto, res.meta))
         return stored.proto
 
-    def list(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
         names.project_name(project)
         chunk, token = page(self._store.names("subscription", project + "/subscriptions/"),
                             page_size, page_token)

@@ -94,7 +94,7 @@ class TopicService:
         stored = await self._store.update(Resource("topic", res.name, proto, res.meta))
         return stored.proto
 
-    def list(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
         names.project_name(project)
         chunk, token = page(self._store.names("topic", project + "/topics/"), page_size, page_token)
         found = (self._store.get("topic", n) for n in chunk)

@@ -14,7 +14,9 @@ from typing import TypeVar
 
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import NewTopic as NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
 
 from gateway.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
 
@@ -31,7 +33,7 @@ def _error(exc: BaseException, what: str) -> Exception:
             return AlreadyExists(f"{what}: the Kafka topic exists already")
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
             return NotFound(f"{what}: no such Kafka topic")
-        if code in (KafkaError.INVALID_TOPIC_EXCEPTION, KafkaError.INVALID_CONFIG,
+        if code in (KafkaError.TOPIC_EXCEPTION, KafkaError.INVALID_CONFIG,
                     KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR,
                     KafkaError.POLICY_VIOLATION):
             return FailedPrecondition(f"{what}: Kafka refused: {err.str()}")
@@ -97,11 +99,11 @@ class Admin:
             raise _error(exc, f"describing Kafka topic {name}") from exc
 
     async def end_offsets(self, name: str, partitions: int) -> dict[int, int]:
-        return await self._list_offsets(name, partitions, OffsetSpec.latest())
+        return await self._list_offsets(name, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
 
     async def offsets_for_time(self, name: str, partitions: int, ms: int) -> dict[int, int]:
         """Per partition, the first offset whose timestamp is >= ms (or the end)."""
-        found = await self._list_offsets(name, partitions, OffsetSpec.for_timestamp(ms))
+        found = await self._list_offsets(name, partitions, OffsetSpec.for_timestamp(ms))  # type: ignore[no-untyped-call]
         ends = await self.end_offsets(name, partitions)
         return {p: (o if o >= 0 else ends[p]) for p, o in found.items()}
 

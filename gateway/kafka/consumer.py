@@ -35,13 +35,14 @@ def _is_real(msg: confluent_kafka.Message) -> bool:
 
 
 def to_record(msg: confluent_kafka.Message) -> Record:
+    headers = msg.headers()
     return Record(
         partition=msg.partition() or 0,
         offset=msg.offset() or 0,
         timestamp_ms=msg.timestamp()[1],
         key=msg.key(),
         value=msg.value(),
-        headers=msg.headers(),
+        headers=list(headers.items()) if isinstance(headers, dict) else headers,
     )
 
 
@@ -246,7 +247,10 @@ class GroupFetcher:
         if not tps:
             return
         try:
-            self._consumer.commit(offsets=tps, asynchronous=asynchronous)
+            if asynchronous:
+                self._consumer.commit(offsets=tps, asynchronous=True)
+            else:
+                self._consumer.commit(offsets=tps, asynchronous=False)
         except confluent_kafka.KafkaException as exc:
             log.info("commit of %s skipped: %s", self._topic, exc)
 

@@ -143,7 +143,7 @@ _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-kafka-spa
 def _popen(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
     def spawn() -> subprocess.Popen[bytes]:
         # preexec_fn only calls prctl/getppid/kill: async-signal-safe enough after fork.
-        return subprocess.Popen(cmd, preexec_fn=_pdeathsig_preexec(), **kwargs)  # noqa: PLW1509
+        return subprocess.Popen(cmd, preexec_fn=_pdeathsig_preexec(), **kwargs)
 
     if threading.current_thread() is threading.main_thread():
         return spawn()

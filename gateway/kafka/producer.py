@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import confluent_kafka
 
@@ -17,14 +17,15 @@ from gateway.errors import InvalidArgument, Unavailable
 
 log = logging.getLogger(__name__)
 
-Headers = Sequence[tuple[str, bytes]]
+Headers = list[tuple[str, str | bytes | None]]
+DeliveryCallback = Callable[[confluent_kafka.KafkaError | None, confluent_kafka.Message], None]
 OutRecord = tuple[bytes | None, bytes | None, Headers | None]  # key, value, headers
 
 
 class _Batch:
     """Collects the delivery reports of one batch and resolves one future when all are in."""
 
-    __slots__ = ("loop", "future", "results", "pending", "error")
+    __slots__ = ("error", "future", "loop", "pending", "results")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, n: int) -> None:
         self.loop = loop
@@ -33,7 +34,7 @@ class _Batch:
         self.pending = n
         self.error: confluent_kafka.KafkaError | None = None
 
-    def callback(self, index: int) -> object:
+    def callback(self, index: int) -> DeliveryCallback:
         def on_delivery(err: confluent_kafka.KafkaError | None, msg: confluent_kafka.Message) -> None:
             if err is not None:
                 self.error = self.error or err
@@ -118,13 +119,13 @@ class Producer:
             raise Unavailable("The gateway is shutting down.")
         batch = _Batch(self._loop, len(records))
         produce = self._producer.produce
-        extra = {} if partition is None else {"partition": partition}
+        target = -1 if partition is None else partition  # -1: the partitioner decides
         for i, (key, value, headers) in enumerate(records):
             while True:
                 try:
                     produce(
                         topic, value=value, key=key, headers=headers, on_delivery=batch.callback(i),
-                        **extra,
+                        partition=target,
                     )
                     break
                 except BufferError:

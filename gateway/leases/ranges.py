@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 
 
 class RangeSet:
-    __slots__ = ("_starts", "_ends")
+    __slots__ = ("_ends", "_starts")
 
     def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
         self._starts: list[int] = []

@@ -176,11 +176,11 @@ class PartitionState(Generic[R]):
             if not self.is_acked(offset) and n > self.attempts.get(offset, 0):
                 self.attempts[offset] = n
         for offset, gen, deadline in cp.leases:
-            if not self.is_acked(offset) and gen >= self.attempts.get(offset, 0):
-                if self.leases.get(offset, (0,))[0] < gen:
-                    self.attempts[offset] = gen
-                    self._ready_set.discard(offset)
-                    self._lease(offset, gen, deadline)
+            newer = gen >= self.attempts.get(offset, 0) and self.leases.get(offset, (0,))[0] < gen
+            if newer and not self.is_acked(offset):
+                self.attempts[offset] = gen
+                self._ready_set.discard(offset)
+                self._lease(offset, gen, deadline)
 
     # -- internals -------------------------------------------------------------------------
 

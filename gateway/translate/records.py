@@ -17,7 +17,7 @@ MAX_ORDERING_KEY_BYTES = 1024
 _PARTITION_SHIFT = 40  # offsets below 2**40 (a trillion) per partition
 KEY_ATTRIBUTE = "kafka-key-base64"
 
-Headers = list[tuple[str, bytes]]
+Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes them
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class Record:
     timestamp_ms: int
     key: bytes | None
     value: bytes | None
-    headers: Sequence[tuple[str, bytes | None]] | None
+    headers: Sequence[tuple[str, str | bytes | None]] | None
 
     @property
     def size(self) -> int:
@@ -60,15 +60,15 @@ def to_record(
     data: bytes, attributes: Mapping[str, str], ordering_key: str
 ) -> tuple[bytes | None, bytes, Headers | None]:
     """(key, value, headers) of the record that carries a published message."""
-    headers = [(k, v.encode()) for k, v in attributes.items()] if attributes else None
+    headers: Headers | None = [(k, v.encode()) for k, v in attributes.items()] if attributes else None
     return (ordering_key.encode() if ordering_key else None), data, headers
 
 
 def to_message(record: Record) -> MessageView:
     attributes: dict[str, str] = {}
     for name, raw in record.headers or ():
-        if raw is None:
-            attributes[name] = ""
+        if raw is None or isinstance(raw, str):
+            attributes[name] = raw or ""
             continue
         try:
             attributes[name] = raw.decode()

@@ -25,7 +25,8 @@ from gateway.translate.limits import OutgoingMessage
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
-Handler = Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[R]]
+Context = grpc.aio.ServicerContext[Any, Any]
+Handler = Callable[[Any, Any, Context], Awaitable[R]]
 PULL_DEADLINE_MARGIN = 0.5
 
 
@@ -35,7 +36,7 @@ def status_of(err: GatewayError) -> grpc.StatusCode:
 
 def _guard(fn: Handler[R]) -> Handler[R]:
     @functools.wraps(fn)
-    async def wrapper(self: Any, request: Any, context: grpc.aio.ServicerContext) -> R:
+    async def wrapper(self: Any, request: Any, context: Context) -> R:
         try:
             return await fn(self, request, context)
         except GatewayError as err:
@@ -87,7 +88,7 @@ class Publisher(pb_grpc.PublisherServicer):
 
     @_guard
     async def ListTopics(self, request: Any, context: Any) -> Any:
-        topics, token = self._topics.list(request.project, request.page_size, request.page_token)
+        topics, token = self._topics.list_page(request.project, request.page_size, request.page_token)
         return pb.ListTopicsResponse(topics=topics, next_page_token=token)
 
     @_guard
@@ -130,7 +131,7 @@ class Subscriber(pb_grpc.SubscriberServicer):
 
     @_guard
     async def ListSubscriptions(self, request: Any, context: Any) -> Any:
-        subs, token = self._subs.list(request.project, request.page_size, request.page_token)
+        subs, token = self._subs.list_page(request.project, request.page_size, request.page_token)
         return pb.ListSubscriptionsResponse(subscriptions=subs, next_page_token=token)
 
     @_guard

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import grpc
 from google.cloud import pubsub_v1
+from google.pubsub_v1 import types
 from google.pubsub_v1.services.publisher import PublisherClient as PublisherGapic
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
-from google.pubsub_v1 import types
 
 from tests.gateways import GatewayProcess, emulator_env
 

@@ -11,7 +11,8 @@ import confluent_kafka
 import pytest
 from google.pubsub_v1 import types
 
-from gateway.translate.names import kafka_topic_for, topic as topic_name
+from gateway.translate.names import kafka_topic_for
+from gateway.translate.names import topic as topic_name
 from tests.e2e.clients import clients, gapic_publisher, pull_nothing, pull_until
 from tests.gateways import GatewayProcess
 
