@@ -3,6 +3,7 @@ existing Kafka topics can be adopted, and the lease/ack log stays compact."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
@@ -107,7 +108,7 @@ def test_two_gateways_share_one_subscription(
         spans.setdefault(d, []).append((t0, t1))
     for d, ss in spans.items():
         ss.sort()
-        for (_, end), (start, _) in zip(ss, ss[1:], strict=False):
+        for (_, end), (start, _) in itertools.pairwise(ss):
             assert start >= end, f"{d!r} was leased twice at once"
     assert len(datas) == n, f"{len(datas) - n} duplicate deliveries although every message was acked"
 
