@@ -70,6 +70,7 @@ class Gateway:
         await server.start()
         self._server = server
         stack.push_async_callback(server.stop, s.shutdown_grace_seconds)
+        stack.callback(delivery.close_streams)  # first on the way out: streams end UNAVAILABLE
 
     async def stop(self) -> None:
         """Stop accepting calls, let running ones finish, flush, leave groups. Idempotent."""

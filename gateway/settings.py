@@ -37,6 +37,7 @@ class Settings:
     idle_subscription_seconds: float = 300.0
     checkpoint_interval_seconds: float = 1.0
     shutdown_grace_seconds: float = 5.0
+    stream_max_seconds: float = 1800.0
     log_level: str = "INFO"
 
     def validate(self) -> Settings:
@@ -52,6 +53,8 @@ class Settings:
             raise SettingsError("--pull-max-wait-seconds must be in (0, 60]")
         if self.session_timeout_ms < 1000:
             raise SettingsError("--session-timeout-ms must be at least 1000")
+        if self.stream_max_seconds < 1:
+            raise SettingsError("--stream-max-seconds must be at least 1")
         if self.kafka_heap_mb < 128:
             raise SettingsError("--kafka-heap-mb must be at least 128")
         if not self.internal_prefix or not all(c.isalnum() or c in "._-" for c in self.internal_prefix):
@@ -115,6 +118,8 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--idle-subscription-seconds", type=float, default=default("idle_subscription_seconds"))
     p("--checkpoint-interval-seconds", type=float, default=default("checkpoint_interval_seconds"))
     p("--shutdown-grace-seconds", type=float, default=default("shutdown_grace_seconds"))
+    p("--stream-max-seconds", type=float, default=default("stream_max_seconds"),
+      help="StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect")
     p("--log-level", default=default("log_level"))
 
 
@@ -137,5 +142,6 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         idle_subscription_seconds=float(ns.idle_subscription_seconds),
         checkpoint_interval_seconds=float(ns.checkpoint_interval_seconds),
         shutdown_grace_seconds=float(ns.shutdown_grace_seconds),
+        stream_max_seconds=float(ns.stream_max_seconds),
         log_level=str(ns.log_level).upper(),
     ).validate()

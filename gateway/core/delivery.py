@@ -18,6 +18,7 @@ from typing import Any
 
 from gateway.core.resources import Resource, ResourceStore
 from gateway.core.runner import LogWriter, SubscriptionRunner, now_ms
+from gateway.core.streams import StreamSession
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from gateway.kafka.producer import Producer
 from gateway.leases.commands import Ack, Command, SetDeadline
@@ -47,12 +48,14 @@ class DeliveryService:
         self._runners: dict[str, SubscriptionRunner] = {}
         self._starting: dict[str, asyncio.Task[SubscriptionRunner]] = {}
         self._janitor: asyncio.Task[None] | None = None
+        self._streams: set[StreamSession] = set()
         store.subscribe(self._on_resource_change)
 
     async def start(self) -> None:
         self._janitor = asyncio.create_task(self._stop_idle_runners(), name="idle runners")
 
     async def stop(self) -> None:
+        self.close_streams()
         if self._janitor is not None:
             self._janitor.cancel()
         runners, self._runners = list(self._runners.values()), {}
@@ -154,6 +157,13 @@ class DeliveryService:
                 await asyncio.wait_for(runner.ready.wait(), max(0.001, remaining))
             except TimeoutError:
                 pass
+        return await self.deliver(res, runner, taken, lease_until)
+
+    async def deliver(
+        self, res: Resource, runner: SubscriptionRunner, taken: list[tuple[int, int, int, Record]],
+        lease_until: int,
+    ) -> list[Delivery]:
+        """Make the leases durable, then name each delivery by its ack id."""
         await runner.record_leases(taken, lease_until)
         tag = ackids.subscription_tag(res.name, res.meta["uid"])
         counted = res.proto.HasField("dead_letter_policy")
@@ -174,13 +184,13 @@ class DeliveryService:
                 out.setdefault(ref.partition, []).append(ref)
         return out
 
-    async def _write(self, res: Resource, cmds: dict[int, Command]) -> None:
+    async def _write(self, res: Resource, cmds: dict[int, Command], settles: bool) -> None:
         writer = self._writer(res)
         results = await asyncio.gather(*(writer.write(p, [c]) for p, c in cmds.items()))
         runner = self._runners.get(res.name)
         if runner is not None:
             for (p, cmd), written in zip(cmds.items(), results, strict=True):
-                runner.apply_local(p, cmd, written[0][0])
+                runner.apply_local(p, cmd, written[0][0], settles)
 
     async def acknowledge(self, subscription: str, ack_ids: Sequence[str]) -> None:
         if not ack_ids:
@@ -190,7 +200,7 @@ class DeliveryService:
         cmds: dict[int, Command] = {
             p: Ack(p, tuple(to_ranges(r.offset for r in rs))) for p, rs in refs.items()
         }
-        await self._write(res, cmds)
+        await self._write(res, cmds, settles=True)
 
     async def modify_ack_deadline(self, subscription: str, ack_ids: Sequence[str], seconds: int) -> None:
         limits.modify_deadline(seconds)
@@ -203,8 +213,39 @@ class DeliveryService:
             p: SetDeadline(p, tuple((r.offset, r.generation) for r in rs), deadline)
             for p, rs in refs.items()
         }
-        await self._write(res, cmds)
+        await self._write(res, cmds, settles=seconds == 0)
         if seconds == 0:
             runner = self._runners.get(res.name)
             if runner is not None:
                 runner.ready.set()
+
+    # -- StreamingPull ---------------------------------------------------------------------
+
+    async def open_stream(self, subscription: str, deadline_seconds: int, max_messages: int,
+                          max_bytes: int) -> StreamSession:
+        res = self._subscription(subscription)
+        if res.meta.get("detached"):
+            raise FailedPrecondition(f"Subscription is detached (resource={subscription})")
+        limits.ack_deadline(deadline_seconds, "stream_ack_deadline_seconds")
+        if deadline_seconds == 0:
+            raise InvalidArgument("stream_ack_deadline_seconds is required in the first request.")
+        runner = await self._runner(res)
+        session = StreamSession(self, res, runner, deadline_seconds, max_messages, max_bytes,
+                                self._settings.stream_max_seconds)
+        self._streams.add(session)
+        return session
+
+    def forget_stream(self, session: StreamSession) -> None:
+        self._streams.discard(session)
+
+    def close_streams(self) -> None:
+        """End every open stream with UNAVAILABLE, so clients reconnect (to another process)."""
+        for session in list(self._streams):
+            session.close("The gateway is shutting down; reconnect.")
+
+    def properties(self, subscription: str) -> tuple[bool, bool]:
+        """(exactly_once_delivery_enabled, message_ordering_enabled) as of now."""
+        res = self._store.get("subscription", subscription)
+        if res is None:
+            return False, False
+        return res.proto.enable_exactly_once_delivery, res.proto.enable_message_ordering

@@ -20,7 +20,7 @@ from typing import Any
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.producer import Producer
 from gateway.leases import logformat
-from gateway.leases.commands import Command, Lease
+from gateway.leases.commands import Ack, Command, Lease, SetDeadline
 from gateway.leases.state import PartitionState
 from gateway.translate.records import Record
 
@@ -75,6 +75,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._log_reader = kafka_consumer.TailReader(kafka_config, f"log-{name}", self._on_log)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
+        self.settle_listeners: set[Callable[[int, list[int]], None]] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -193,12 +194,19 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             self._folded[p].add(key)
         self._after_change()
 
-    def apply_local(self, p: int, cmd: Command, key: bytes) -> None:
-        """Apply a command this process has just written durably to the log."""
+    def apply_local(self, p: int, cmd: Command, key: bytes, settles: bool = False) -> None:
+        """Apply a command this process has just written durably to the log.
+
+        `settles`: the command ends deliveries (an ack or a nack); streams holding them get room.
+        """
         state = self.states.get(p)
         if state is not None:
             state.apply(cmd, now_ms())
             self._folded[p].add(key)
+        if settles:
+            offsets = _offsets_of(cmd)
+            for listener in list(self.settle_listeners):
+                listener(p, offsets)
 
     def _after_change(self) -> None:
         self._update_wants()
@@ -289,4 +297,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._fetcher.request_commit({p: cp.watermark})
 
 
-RunnerFactory = Callable[[str], Awaitable[SubscriptionRunner]]
+def _offsets_of(cmd: Command) -> list[int]:
+    if isinstance(cmd, Ack):
+        return [o for start, end in cmd.ranges for o in range(start, end)]
+    if isinstance(cmd, SetDeadline):
+        return [o for o, _ in cmd.entries]
+    return []

@@ -6,9 +6,10 @@ Handlers only translate between protos and core calls; core errors become gRPC s
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -17,9 +18,10 @@ from google.protobuf import empty_pb2
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
 from gateway.core.delivery import Delivery, DeliveryService
+from gateway.core.streams import StreamSession, check_modacks
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
-from gateway.errors import GatewayError, Unimplemented
+from gateway.errors import GatewayError, InvalidArgument, Unimplemented
 from gateway.translate import records
 from gateway.translate.limits import OutgoingMessage
 
@@ -159,6 +161,71 @@ class Subscriber(pb_grpc.SubscriberServicer):
             wait = min(wait, max(0.0, remaining - PULL_DEADLINE_MARGIN))
         got = await self._delivery.pull(request.subscription, request.max_messages, wait)
         return pb.PullResponse(received_messages=[received_message(d) for d in got])
+
+    async def StreamingPull(self, request_iterator: Any, context: Context) -> AsyncIterator[Any]:
+        try:
+            first = await anext(aiter(request_iterator), None)
+            if first is None:
+                return
+            if not first.subscription:
+                raise InvalidArgument("subscription is required in the first request.")
+            session = await self._delivery.open_stream(
+                first.subscription, first.stream_ack_deadline_seconds,
+                first.max_outstanding_messages, first.max_outstanding_bytes,
+            )
+            reader = asyncio.create_task(self._read_stream(session, first, request_iterator))
+            try:
+                async for batch in session.batches():
+                    eod, ordered = self._delivery.properties(session.res.name)
+                    yield pb.StreamingPullResponse(
+                        received_messages=[received_message(d) for d in batch],
+                        subscription_properties=pb.StreamingPullResponse.SubscriptionProperties(
+                            exactly_once_delivery_enabled=eod, message_ordering_enabled=ordered,
+                        ),
+                    )
+            finally:
+                reader.cancel()
+                session.release()
+        except GatewayError as err:
+            await context.abort(status_of(err), err.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("StreamingPull failed")
+            await context.abort(grpc.StatusCode.INTERNAL, "StreamingPull failed inside the gateway")
+
+    async def _read_stream(self, session: StreamSession, first: Any, requests: Any) -> None:
+        """Apply the stream's acks, modacks and heartbeats; a bad request ends the stream."""
+        sub = session.res.name
+        try:
+            await self._apply_stream_request(session, sub, first)
+            async for req in requests:
+                if req.subscription:
+                    raise InvalidArgument("subscription may be set only in the first request.")
+                if req.stream_ack_deadline_seconds:
+                    session.set_deadline(req.stream_ack_deadline_seconds)
+                await self._apply_stream_request(session, sub, req)
+            session.close("The client closed its side of the stream.")
+        except GatewayError as err:
+            session.close(err.message, err)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("reading a StreamingPull request failed")
+            session.close(str(exc))
+
+    async def _apply_stream_request(self, session: StreamSession, sub: str, req: Any) -> None:
+        modack_ids, modack_secs = list(req.modify_deadline_ack_ids), list(req.modify_deadline_seconds)
+        check_modacks(modack_ids, modack_secs)
+        if req.ack_ids:
+            await self._delivery.acknowledge(sub, list(req.ack_ids))
+        by_seconds: dict[int, list[str]] = {}
+        for ack_id, seconds in zip(modack_ids, modack_secs, strict=True):
+            by_seconds.setdefault(seconds, []).append(ack_id)
+        for seconds, ids in by_seconds.items():
+            await self._delivery.modify_ack_deadline(sub, ids, seconds)
+        if not req.ack_ids and not modack_ids:
+            session.ping()
 
     @_guard
     async def ModifyPushConfig(self, request: Any, context: Any) -> Any:

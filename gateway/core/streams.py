@@ -1,0 +1,162 @@
+"""StreamingPull sessions: flow-controlled delivery on one stream.
+
+A session leases messages from its subscription's runner while the stream has room under its
+`max_outstanding_messages` / `max_outstanding_bytes`; an ack or nack of a message delivered on
+the stream (on the stream or by a unary call, as the official clients send them) frees room.
+Sessions end with UNAVAILABLE, never OK: on shutdown, when recycled after a maximum age, or when
+the subscription goes away, so clients reconnect and carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from gateway.core.runner import SubscriptionRunner, now_ms
+from gateway.errors import GatewayError, InvalidArgument, Unavailable
+from gateway.translate import limits
+
+if TYPE_CHECKING:
+    from gateway.core.delivery import Delivery, DeliveryService
+    from gateway.core.resources import Resource
+
+HEARTBEAT_SECONDS = 1.0  # how often an idle stream checks for pings to answer
+CHUNK = 100
+
+
+class StreamSession:
+    def __init__(
+        self, service: DeliveryService, res: Resource, runner: SubscriptionRunner,
+        deadline_seconds: int, max_messages: int, max_bytes: int, max_age: float,
+    ) -> None:
+        self._service = service
+        self.res = res
+        self._runner = runner
+        self.deadline_seconds = deadline_seconds
+        self._max_messages = max_messages if max_messages > 0 else 1 << 30
+        self._max_bytes = max_bytes if max_bytes > 0 else 1 << 62
+        self._outstanding: dict[tuple[int, int], int] = {}  # (partition, offset) -> bytes
+        self._bytes = 0
+        self._wake = asyncio.Event()
+        self._pong = False
+        self._closed: GatewayError | None = None
+        self._ends_at = time.monotonic() + max_age
+        runner.settle_listeners.add(self._settled)
+
+    # -- control from the request side -----------------------------------------------------
+
+    def set_deadline(self, seconds: int) -> None:
+        self.deadline_seconds = limits.ack_deadline(seconds, "stream_ack_deadline_seconds")
+
+    def ping(self) -> None:
+        """A client heartbeat: answer it with a (possibly empty) response soon."""
+        self._pong = True
+        self._wake.set()
+
+    def close(self, reason: str, error: GatewayError | None = None) -> None:
+        if self._closed is None:
+            self._closed = error or Unavailable(reason)
+        self._wake.set()
+        self._runner.ready.set()
+
+    def release(self) -> None:
+        """The stream is gone. Its leases stay: the client may ack them on another stream."""
+        self._runner.settle_listeners.discard(self._settled)
+        self._service.forget_stream(self)
+
+    def _settled(self, partition: int, offsets: list[int]) -> None:
+        freed = False
+        for offset in offsets:
+            size = self._outstanding.pop((partition, offset), None)
+            if size is not None:
+                self._bytes -= size
+                freed = True
+        if freed:
+            self._wake.set()
+
+    # -- the response side -------------------------------------------------------------------
+
+    def _room(self) -> int:
+        if len(self._outstanding) >= self._max_messages or self._bytes >= self._max_bytes:
+            self._prune()
+        if self._bytes >= self._max_bytes:
+            return 0
+        return max(0, min(self._max_messages - len(self._outstanding), 1000))
+
+    def _prune(self) -> None:
+        """Forget deliveries that ended without a word to us (expired, acked elsewhere)."""
+        states = self._runner.states
+        for key in list(self._outstanding):
+            state = states.get(key[0])
+            if state is None or state.lease_of(key[1]) is None:
+                self._bytes -= self._outstanding.pop(key)
+
+    async def batches(self) -> AsyncIterator[list[Delivery]]:
+        """Deliveries as they become available; an empty list answers a ping."""
+        runner = self._runner
+        while True:
+            if self._closed is not None:
+                raise self._closed
+            if time.monotonic() > self._ends_at:
+                raise Unavailable("Stream recycled after its maximum age; reconnect.")
+            runner.touch()
+            room = self._room()
+            taken = []
+            if room:
+                until = now_ms() + self.deadline_seconds * 1000
+                taken = runner.take(min(room, CHUNK * 10), until)
+                # Respect the byte limit: give back what does not fit.
+                fits, extra, used = [], [], self._bytes
+                for t in taken:
+                    if used < self._max_bytes:
+                        fits.append(t)
+                        used += t[3].size
+                    else:
+                        extra.append(t)
+                if extra:
+                    for p, o, g, _ in extra:
+                        state = runner.states.get(p)
+                        if state is not None:
+                            state.release([(o, g)])
+                taken = fits
+            if taken:
+                got = await self._service.deliver(self.res, runner, taken, until)
+                for (p, o, _, r) in taken:
+                    self._outstanding[(p, o)] = r.size
+                    self._bytes += r.size
+                self._pong = False
+                yield got
+                continue
+            if self._pong:
+                self._pong = False
+                yield []
+                continue
+            await self._wait(room > 0)
+
+    async def _wait(self, for_messages: bool) -> None:
+        runner = self._runner
+        self._wake.clear()
+        waits = [asyncio.ensure_future(self._wake.wait())]
+        if for_messages:
+            runner.ready.clear()
+            if runner.has_ready():
+                waits[0].cancel()
+                return
+            waits.append(asyncio.ensure_future(runner.ready.wait()))
+        timeout = HEARTBEAT_SECONDS
+        expiry = runner.next_expiry_ms()
+        if expiry is not None:
+            timeout = min(timeout, max(0.001, (expiry - now_ms()) / 1000 + 0.001))
+        _, pending = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+
+
+def check_modacks(ack_ids: list[str], seconds: list[int]) -> None:
+    if len(ack_ids) != len(seconds):
+        raise InvalidArgument(
+            "modify_deadline_ack_ids and modify_deadline_seconds must have the same length "
+            f"(got {len(ack_ids)} and {len(seconds)})."
+        )
