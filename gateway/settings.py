@@ -57,8 +57,11 @@ class Settings:
             raise SettingsError("--stream-max-seconds must be at least 1")
         if self.kafka_heap_mb < 128:
             raise SettingsError("--kafka-heap-mb must be at least 128")
-        if not self.internal_prefix or not all(c.isalnum() or c in "._-" for c in self.internal_prefix):
-            raise SettingsError("--internal-prefix may hold only letters, digits, '.', '_', '-'")
+        prefix = self.internal_prefix
+        if not prefix or not all(c.isalnum() or c in "._-" for c in prefix) or prefix.endswith("_"):
+            raise SettingsError(
+                "--internal-prefix may hold only letters, digits, '.', '_', '-' and must not end in '_'"
+            )
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         return self

@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -50,6 +51,7 @@ _FORMAT_TIMEOUT = 120.0
 _LOG_TAIL_BYTES = 6000
 _NODE_ID = 1
 _PR_SET_PDEATHSIG = 1
+_TMP_PREFIX = "local-kafka-"
 
 
 # --------------------------------------------------------------------------- cache / resolution
@@ -170,6 +172,16 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the broker does
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _random_cluster_id() -> str:
     """A Kafka-style Uuid string (URL-safe base64 of 16 bytes, never starting with '-')."""
     while True:
@@ -178,13 +190,39 @@ def _random_cluster_id() -> str:
             return text
 
 
-def _log_tail(path: Path) -> str:
+_ERROR_LINE = re.compile(r"^\[[^]]*\] (?:ERROR|FATAL) |^[\w.$]+(?:Exception|Error): ")
+
+
+def _log_report(path: Path, since: int = 0) -> str:
+    """Error lines this run wrote to the broker log, then the log's tail."""
     try:
         with path.open("rb") as fh:
-            fh.seek(max(0, fh.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
-            return fh.read().decode(errors="replace")
+            fh.seek(since)
+            text = fh.read().decode(errors="replace")
     except OSError as exc:
         return f"<broker log unavailable: {exc}>"
+    errors = list(dict.fromkeys(ln for ln in text.splitlines() if _ERROR_LINE.match(ln)))[:12]
+    head = "errors:\n" + "\n".join(errors) + "\n" if errors else ""
+    return f"{head}broker log ({path}) tail:\n{text[-_LOG_TAIL_BYTES:]}"
+
+
+def _sweep_stale_tmp_dirs() -> None:
+    """Remove temporary data dirs left behind by processes that were killed (kill -9)."""
+    for path in Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*-*"):
+        owner = path.name[len(_TMP_PREFIX):].split("-", 1)[0]
+        if owner.isdigit() and not _pid_alive(int(owner)):
+            log.debug("removing stale local Kafka dir %s", path)
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _rss_mb(pid: int) -> float | None:
@@ -270,6 +308,8 @@ class LocalKafka:
         self._log_fh: IO[bytes] | None = None
         self._tmp: Path | None = None
         self._bootstrap: str | None = None
+        self._log_path: Path | None = None
+        self._log_start = 0
 
     # ----------------------------------------------------------------- public API
 
@@ -292,8 +332,14 @@ class LocalKafka:
 
     @property
     def log_file(self) -> Path:
-        """Where the broker's stdout/stderr go."""
-        return self._log_file if self._log_file is not None else self._data() / "broker.log"
+        """Where the broker's stdout/stderr go (default ``<data dir>/broker.log``)."""
+        if self._log_path is not None:
+            return self._log_path
+        if self._log_file is not None:
+            return self._log_file
+        if self._data_dir is not None:
+            return self._data_dir / "broker.log"
+        raise RuntimeError("the broker log of a temporary LocalKafka is only known once started")
 
     def start(self, timeout: float = 180.0) -> str:
         """Start the broker and wait until it serves requests; return the bootstrap address.
@@ -301,8 +347,9 @@ class LocalKafka:
         ``timeout`` bounds formatting, JVM start-up and readiness; a first-time jar
         download (``mvn``) is bounded separately.
         """
-        if self._proc is not None:
+        if self.running:
             return self.bootstrap
+        self.stop()  # reap a broker that died since the last start
         libs = resolve_broker(self._cache_dir)
         deadline = time.monotonic() + timeout
         try:
@@ -343,7 +390,8 @@ class LocalKafka:
         if self._data_dir is not None:
             return self._data_dir
         if self._tmp is None:
-            self._tmp = Path(tempfile.mkdtemp(prefix="local-kafka-"))
+            _sweep_stale_tmp_dirs()
+            self._tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
         return self._tmp
 
     def _launch(self, libs: Path, deadline: float) -> None:
@@ -352,8 +400,10 @@ class LocalKafka:
         broker_port, controller_port = self._ports()
         props = data / "server.properties"
         props.write_text(_server_properties(data, broker_port, controller_port))
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        self._log_fh = self.log_file.open("ab")
+        self._log_path = self._log_file if self._log_file is not None else data / "broker.log"
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_fh = self._log_path.open("ab")
+        self._log_start = self._log_fh.tell()
         self._log_fh.write(f"\n==== LocalKafka {KAFKA_VERSION} starting {time.ctime()}\n".encode())
         self._log_fh.flush()
         if not (data / "kraft-logs" / "meta.properties").exists():
@@ -367,9 +417,11 @@ class LocalKafka:
 
     def _ports(self) -> tuple[int, int]:
         free = _free_ports(2)
-        if self._port:
-            return self._port, free[0] if free[0] != self._port else free[1]
-        return free[0], free[1]
+        if not self._port:
+            return free[0], free[1]
+        if not _port_free(self._port):
+            raise RuntimeError(f"cannot start Kafka: 127.0.0.1:{self._port} is already in use")
+        return self._port, free[0] if free[0] != self._port else free[1]
 
     def _java_cmd(self, libs: Path, main_class: str, *args: str) -> list[str]:
         return [
@@ -387,26 +439,27 @@ class LocalKafka:
             code = proc.wait(timeout=max(1.0, min(_FORMAT_TIMEOUT, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
             _terminate(proc, 5.0)
-            raise RuntimeError(f"formatting Kafka storage timed out\n{_log_tail(self.log_file)}") from None
+            raise RuntimeError(f"formatting Kafka storage timed out\n{self._report()}") from None
         if code != 0:
-            raise RuntimeError(f"formatting Kafka storage failed (exit {code})\n{_log_tail(self.log_file)}")
+            raise RuntimeError(f"formatting Kafka storage failed (exit {code})\n{self._report()}")
 
     def _wait_ready(self, deadline: float) -> None:
         while True:
             self._check_alive()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise RuntimeError(f"Kafka broker at {self._bootstrap} not ready in time; "
-                                   f"broker log tail:\n{_log_tail(self.log_file)}")
+                raise RuntimeError(f"Kafka broker at {self._bootstrap} not ready in time\n{self._report()}")
             if _port_open(self.bootstrap) and _serves_metadata(self.bootstrap, min(remaining, 5.0)):
                 return
             time.sleep(0.2)
 
+    def _report(self) -> str:
+        return _log_report(self.log_file, self._log_start)
+
     def _check_alive(self) -> None:
         code = self._proc.poll() if self._proc is not None else -1
         if code is not None:
-            raise RuntimeError(f"Kafka broker JVM exited during start-up (exit {code}); "
-                               f"broker log tail:\n{_log_tail(self.log_file)}")
+            raise RuntimeError(f"Kafka broker JVM exited during start-up (exit {code})\n{self._report()}")
 
 
 def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -451,7 +504,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      description="Run a local single-node Kafka broker until Ctrl-C.")
     parser.add_argument("--port", type=int, default=9092, help="client listener port (0 = any free port)")
     parser.add_argument("--data-dir", type=Path, help="persistent data directory (default: temporary)")
-    parser.add_argument("--cache-dir", type=Path, help="jar cache (default: %(default)s)")
+    parser.add_argument(
+        "--cache-dir", type=Path,
+        help="jar cache (default: $PUBSUB_GATEWAY_CACHE or ~/.cache/pubsub-gateway)",
+    )
     parser.add_argument("--heap-mb", type=int, default=384)
     parser.add_argument("--log-file", type=Path, help="broker log (default: <data dir>/broker.log)")
     return parser.parse_args(argv)
@@ -463,16 +519,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     kafka = LocalKafka(cache_dir=args.cache_dir, data_dir=args.data_dir, port=args.port,
                        heap_mb=args.heap_mb, log_file=args.log_file)
-    stop = threading.Event()
+    stop, started = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        if not kafka.running:  # still starting: abort start() (it cleans up after itself)
+        stop.set()  # also covers an interrupt swallowed by a C extension during start()
+        if not started.is_set():  # abort start(), which cleans up after itself
             raise KeyboardInterrupt
-        stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         kafka.start()
+        started.set()
         print(kafka.bootstrap, flush=True)
         print(f"broker log: {kafka.log_file} (Ctrl-C to stop)", file=sys.stderr, flush=True)
         while not stop.wait(1.0):

@@ -64,9 +64,15 @@ def _pairs(raw: Any) -> tuple[tuple[int, int], ...]:
     return tuple((int(a), int(b)) for a, b in raw)
 
 
+def _reject_constant(name: str) -> Any:
+    raise BadLogRecord(f"{name} is not a valid lease-log number")
+
+
 def decode(value: bytes) -> Command:
     try:
-        d = json.loads(value)
+        d = json.loads(value, parse_constant=_reject_constant)
+        if not isinstance(d, dict):
+            raise BadLogRecord("a lease-log value must be a JSON object")
         if d.get("v") != VERSION:
             raise BadLogRecord(f"unknown lease-log version {d.get('v')!r}")
         p, epoch, kind = int(d["p"]), int(d.get("epoch", 0)), d["type"]
@@ -81,6 +87,6 @@ def decode(value: bytes) -> Command:
             return Checkpoint(
                 p, int(d["watermark"]), _pairs(d["acked"]), leases, _pairs(d["attempts"]), epoch
             )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise BadLogRecord(f"unreadable lease-log record: {exc}") from exc
     raise BadLogRecord(f"unknown lease-log record type {kind!r}")

@@ -38,7 +38,7 @@ def check_publish(messages: Sequence[OutgoingMessage]) -> None:
         )
     total = 0
     for i, m in enumerate(messages):
-        total += len(m.data) + len(m.ordering_key)
+        total += len(m.data) + len(m.ordering_key.encode())
         if not m.data and not m.attributes:
             raise InvalidArgument(
                 f"Message {i} has neither data nor attributes (messages[{i}].data); "
