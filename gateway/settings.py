@@ -53,12 +53,19 @@ class Settings:
             raise SettingsError("--pull-max-wait-seconds must be in (0, 60]")
         if self.session_timeout_ms < 1000:
             raise SettingsError("--session-timeout-ms must be at least 1000")
+        if not 0.05 <= self.checkpoint_interval_seconds <= 60:
+            raise SettingsError("--checkpoint-interval-seconds must be in [0.05, 60]")
+        if self.idle_subscription_seconds < 1:
+            raise SettingsError("--idle-subscription-seconds must be at least 1")
+        if self.shutdown_grace_seconds < 0:
+            raise SettingsError("--shutdown-grace-seconds must not be negative")
         if self.stream_max_seconds < 1:
             raise SettingsError("--stream-max-seconds must be at least 1")
         if self.kafka_heap_mb < 128:
             raise SettingsError("--kafka-heap-mb must be at least 128")
         prefix = self.internal_prefix
-        if not prefix or not all(c.isalnum() or c in "._-" for c in prefix) or prefix.endswith("_"):
+        legal = all(c.isascii() and (c.isalnum() or c in "._-") for c in prefix)
+        if not prefix or not legal or prefix.endswith("_"):
             raise SettingsError(
                 "--internal-prefix may hold only letters, digits, '.', '_', '-' and must not end in '_'"
             )

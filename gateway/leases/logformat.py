@@ -60,8 +60,16 @@ def encode(cmd: Command) -> bytes:
     ).encode()
 
 
+def _int(x: Any) -> int:
+    if not isinstance(x, int) or isinstance(x, bool):
+        raise BadLogRecord(f"expected an integer, got {x!r}")
+    return x
+
+
 def _pairs(raw: Any) -> tuple[tuple[int, int], ...]:
-    return tuple((int(a), int(b)) for a, b in raw)
+    if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 for p in raw):
+        raise BadLogRecord("expected a list of [integer, integer] pairs")
+    return tuple((_int(a), _int(b)) for a, b in raw)
 
 
 def _reject_constant(name: str) -> Any:
@@ -87,6 +95,6 @@ def decode(value: bytes) -> Command:
             return Checkpoint(
                 p, int(d["watermark"]), _pairs(d["acked"]), leases, _pairs(d["attempts"]), epoch
             )
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise BadLogRecord(f"unreadable lease-log record: {exc}") from exc
     raise BadLogRecord(f"unknown lease-log record type {kind!r}")

@@ -10,7 +10,7 @@ how often each unacked offset has been delivered.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
@@ -20,7 +20,12 @@ R = TypeVar("R")
 
 
 class PartitionState(Generic[R]):
-    def __init__(self, partition: int, watermark: int, epoch: int = 0) -> None:
+    """`key_of`, when given, turns on ordered delivery: messages that share a key are delivered
+    in offset order, a key's messages are leased only while none of its earlier ones is, and the
+    release (nack, expiry) of one releases every later leased message of that key too."""
+
+    def __init__(self, partition: int, watermark: int, epoch: int = 0,
+                 key_of: Callable[[R], bytes | None] | None = None) -> None:
         self.partition = partition
         self.epoch = epoch
         self.watermark = watermark
@@ -33,6 +38,9 @@ class PartitionState(Generic[R]):
         self._ready: list[int] = []
         self._ready_set: set[int] = set()
         self._expiry: list[tuple[int, int, int]] = []  # (deadline_ms, offset, generation)
+        self.key_of = key_of
+        self._key_leases: dict[bytes, set[int]] = {}  # ordering key -> its leased offsets
+        self._deferred: dict[bytes, list[int]] = {}  # ordering key -> ready offsets held back
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -53,6 +61,17 @@ class PartitionState(Generic[R]):
 
     def lease_of(self, offset: int) -> tuple[int, int] | None:
         return self.leases.get(offset)
+
+    def lease_valid(self, offset: int, generation: int, now_ms: int) -> bool:
+        """Whether an ack id of this delivery still names the current, unexpired lease."""
+        lease = self.leases.get(offset)
+        return lease is not None and lease[0] == generation and lease[1] > now_ms
+
+    def hold(self, offset: int, generation: int, until_ms: int) -> None:
+        """Keep a valid lease from expiring while an ack of it is being written."""
+        lease = self.leases.get(offset)
+        if lease is not None and lease[0] == generation and lease[1] < until_ms:
+            self._lease(offset, generation, until_ms)
 
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(
@@ -79,6 +98,8 @@ class PartitionState(Generic[R]):
             self.records[offset] = record
             if offset not in self.leases:
                 self._make_ready(offset)
+            elif (key := self._key(offset)) is not None:
+                self._key_leases.setdefault(key, set()).add(offset)
         self._advance()
 
     # -- the delivery side -----------------------------------------------------------------
@@ -87,11 +108,18 @@ class PartitionState(Generic[R]):
         """Lease up to n messages until deadline_ms: (offset, generation, record), oldest first."""
         self.expire(now_ms)
         out: list[tuple[int, int, R]] = []
+        batch_keys: set[bytes] = set()
         while self._ready and len(out) < n:
             offset = heapq.heappop(self._ready)
             self._ready_set.discard(offset)
             if offset in self.leases or offset not in self.records:
                 continue
+            key = self._key(offset)
+            if key is not None:
+                if key not in batch_keys and self._key_leases.get(key):
+                    heapq.heappush(self._deferred.setdefault(key, []), offset)
+                    continue  # an earlier message of this key is still out
+                batch_keys.add(key)
             gen = self.attempts.get(offset, 0) + 1
             self.attempts[offset] = gen
             self._lease(offset, gen, deadline_ms)
@@ -185,16 +213,41 @@ class PartitionState(Generic[R]):
     # -- internals -------------------------------------------------------------------------
 
     def _reset(self, watermark: int, epoch: int) -> None:
-        self.__init__(self.partition, watermark, epoch)  # type: ignore[misc]
+        self.__init__(self.partition, watermark, epoch, self.key_of)  # type: ignore[misc]
+
+    def _key(self, offset: int) -> bytes | None:
+        if self.key_of is None:
+            return None
+        record = self.records.get(offset)
+        return None if record is None else self.key_of(record)
 
     def _lease(self, offset: int, gen: int, deadline_ms: int) -> None:
         self.leases[offset] = (gen, deadline_ms)
         heapq.heappush(self._expiry, (deadline_ms, offset, gen))
+        if (key := self._key(offset)) is not None:
+            self._key_leases.setdefault(key, set()).add(offset)
 
     def _release(self, offset: int) -> None:
         del self.leases[offset]
         self.dirty = True
         if offset in self.records:
+            self._make_ready(offset)
+        key = self._key(offset)
+        if key is not None and key in self._key_leases:
+            held = self._key_leases[key]
+            held.discard(offset)
+            for later in sorted(o for o in held if o > offset):  # redeliver the rest in order
+                held.discard(later)
+                del self.leases[later]
+                self._make_ready(later)
+            self._settle_key(key)
+
+    def _settle_key(self, key: bytes) -> None:
+        """When a key has nothing leased, its held-back messages may go out again."""
+        if self._key_leases.get(key):
+            return
+        self._key_leases.pop(key, None)
+        for offset in self._deferred.pop(key, []):
             self._make_ready(offset)
 
     def _make_ready(self, offset: int) -> None:
@@ -203,6 +256,10 @@ class PartitionState(Generic[R]):
             heapq.heappush(self._ready, offset)
 
     def _forget(self, offset: int) -> None:
+        key = self._key(offset)
+        if key is not None and key in self._key_leases:
+            self._key_leases[key].discard(offset)
+            self._settle_key(key)
         self.leases.pop(offset, None)
         self.attempts.pop(offset, None)
         self.records.pop(offset, None)

@@ -129,12 +129,8 @@ def test_total_size_counts_ordering_keys() -> None:
     rejects([msg(_MB)] * 9 + [msg(_MB[:999_999], ordering_key="kk")], "10000001")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: check_publish adds len(ordering_key) (characters, not UTF-8 bytes) to the total, "
-    "so a request over 10,000,000 bytes passes when ordering keys hold multi-byte characters",
-)
 def test_total_size_counts_ordering_key_bytes() -> None:
+    """Ordering keys count in UTF-8 bytes, not characters (once counted len(str))."""
     ordering_key = "€" * 341  # 341 characters, 1023 bytes
     data = b"x" * (limits.MAX_PUBLISH_BYTES - 1023 + 1)
     assert len(data) + len(ordering_key.encode()) == 10_000_001

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
@@ -30,7 +32,7 @@ def check_invariants(rs: RangeSet, model: set[int]) -> None:
     assert len(rs) == len(ranges)
     for s, e in ranges:
         assert s < e, ranges  # non-empty
-    for (_s1, e1), (s2, _e2) in zip(ranges, ranges[1:]):
+    for (_s1, e1), (s2, _e2) in itertools.pairwise(ranges):
         assert e1 < s2, ranges  # sorted, disjoint and not adjacent
     assert {v for s, e in ranges for v in range(s, e)} == model
     assert rs.count() == len(model)
@@ -87,7 +89,7 @@ def test_to_ranges(values: list[int]) -> None:
     assert {v for s, e in ranges for v in range(s, e)} == set(values)
     for s, e in ranges:
         assert s < e
-    for (_s1, e1), (s2, _e2) in zip(ranges, ranges[1:]):
+    for (_s1, e1), (s2, _e2) in itertools.pairwise(ranges):
         assert e1 < s2
 
 

@@ -1,0 +1,104 @@
+"""python -m benchmarks [--quick] [--out FILE] [--kafka-bootstrap HOST:PORT] [--scenarios a,b,...]
+
+Every figure is set against raw confluent-kafka measured in the same run on the same broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks import api, harness, procstats, report
+from benchmarks.config import FULL, QUICK, Mode
+from benchmarks.results import Row
+from benchmarks.scenarios import backlog, deliver, latency, publish, scaleout
+
+Scenario = Callable[[harness.Bench, Mode], list[Row]]
+SCENARIOS: dict[str, Scenario] = {
+    "publish": publish.run, "deliver": deliver.run, "latency": latency.run,
+    "backlog": backlog.run, "scaleout": scaleout.run,
+}
+WORKERS = 4
+DEFAULT_OUT = Path(__file__).parent / "results" / "latest.json"
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="every scenario, briefly (~1-2 minutes)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
+    parser.add_argument("--kafka-bootstrap", help="use this broker instead of starting an embedded one")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset")
+    args = parser.parse_args(argv)
+    unknown = set(args.scenarios.split(",")) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenarios {sorted(unknown)}; choose from {list(SCENARIOS)}")
+    return args
+
+
+Outcome = tuple[dict[str, list[Row]], dict[str, str]]
+
+
+def run_all(bench: harness.Bench, mode: Mode, chosen: list[str]) -> Outcome:
+    done: dict[str, list[Row]] = {}
+    errors: dict[str, str] = {}
+    for name in chosen:
+        started = time.monotonic()
+        print(f"-- {name} ...", file=sys.stderr, flush=True)
+        try:
+            done[name] = SCENARIOS[name](bench, mode)
+        except Exception:
+            errors[name] = traceback.format_exc() + _gateway_log_tail(bench)
+            print(errors[name], file=sys.stderr)
+            if not bench.gateways or bench.gateway.proc.poll() is not None:
+                _restart_gateway(bench)
+        print(f"-- {name} took {time.monotonic() - started:.0f}s", file=sys.stderr, flush=True)
+    return done, errors
+
+
+def _gateway_log_tail(bench: harness.Bench) -> str:
+    logs = sorted(bench.log_dir.glob("gateway-*.log"))
+    return "".join(f"\n--- {p.name}:\n{p.read_text()[-2000:]}" for p in logs)
+
+
+def _restart_gateway(bench: harness.Bench) -> None:
+    for gw in list(bench.gateways):
+        bench.stop_gateway(gw)
+    bench.start_gateway()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    mode = QUICK if args.quick else FULL
+    chosen = args.scenarios.split(",")
+    started = time.monotonic()
+    with harness.kafka_broker(args.kafka_bootstrap) as (bootstrap, kafka_pid, kafka_version), \
+            tempfile.TemporaryDirectory(prefix="bench-logs-") as logs:
+        bench = harness.Bench(bootstrap, kafka_pid, Path(logs), WORKERS)
+        try:
+            bench.start_gateway()
+            done, errors = run_all(bench, mode, chosen)
+        finally:
+            bench.close()
+            harness.delete_topics(bootstrap, bench.prefix)
+    header = {
+        "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
+        "mode": mode.name, "seconds": round(time.monotonic() - started, 1),
+        "machine": procstats.describe_machine(kafka_version),
+        "kafka_broker_pid_seen": kafka_pid is not None, "generator_processes": WORKERS,
+        "create_subscription_unavailable_retried": api.RETRIED,
+    }
+    print(report.table(done))
+    print(report.format_targets(report.targets(done)))
+    report.write_json(args.out, header, done, errors)
+    print(f"\nwrote {args.out} ({header['seconds']}s)")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""Publishing generators: the raw confluent-kafka producer and the gateway's Publish RPC."""
+
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any
+
+import confluent_kafka
+import grpc
+
+from benchmarks.gen.common import PRODUCER_CONFIG, payload, result, wait_until
+
+
+def _producer(bootstrap: str, **extra: Any) -> confluent_kafka.Producer:
+    return confluent_kafka.Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **extra})
+
+
+def _produce(producer: confluent_kafka.Producer, topic: str, value: bytes) -> None:
+    while True:
+        try:
+            producer.produce(topic, value)
+            return
+        except BufferError:
+            producer.poll(0.005)
+
+
+def raw_produce(args: dict[str, Any]) -> dict[str, Any]:
+    """Produce 1 KiB records for `seconds`, then wait for every delivery; count the delivered."""
+    delivered = [0, 0]  # ok, failed
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        delivered[1 if err else 0] += 1
+
+    producer = _producer(args["bootstrap"], on_delivery=on_delivery)
+    value = payload(0.0)
+    producer.list_topics(args["topic"], timeout=30)
+    wait_until(args["start_at"])
+    cpu0, t0 = time.process_time(), time.time()
+    end = t0 + args["seconds"]
+    while time.time() < end:
+        for _ in range(1000):
+            _produce(producer, args["topic"], value)
+        producer.poll(0)
+    producer.flush(60)
+    return result(delivered[0], t0, time.time(), cpu0, errors=delivered[1])
+
+
+def raw_fill(args: dict[str, Any]) -> dict[str, Any]:
+    """Produce exactly `count` records as fast as possible (a backlog, or a pre-publish)."""
+    producer = _producer(args["bootstrap"], **{"linger.ms": 20, "batch.size": 1_000_000})
+    value = payload(0.0)
+    cpu0, t0 = time.process_time(), time.time()
+    for i in range(args["count"]):
+        _produce(producer, args["topic"], value)
+        if i % 1000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    return result(args["count"] - left, t0, time.time(), cpu0)
+
+
+def gw_publish(args: dict[str, Any]) -> dict[str, Any]:
+    """Publish batches of `batch` messages for `seconds`, `window` RPCs in flight."""
+    from benchmarks.api import GRPC_OPTIONS
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
+
+    channel = grpc.insecure_channel(args["address"], options=GRPC_OPTIONS)
+    stub = pb_grpc.PublisherStub(channel)
+    msg = pb.PubsubMessage(data=payload(0.0))
+    request = pb.PublishRequest(topic=args["topic"], messages=[msg] * args["batch"])
+    stub.GetTopic(pb.GetTopicRequest(topic=args["topic"]), timeout=30)  # connect before the start
+    wait_until(args["start_at"])
+    cpu0, t0 = time.process_time(), time.time()
+    end = t0 + args["seconds"]
+    inflight: collections.deque[Any] = collections.deque()
+    count = errors = 0
+    while time.time() < end or inflight:
+        if time.time() < end and len(inflight) < args["window"]:
+            inflight.append(stub.Publish.future(request, timeout=60))
+            continue
+        try:
+            count += len(inflight.popleft().result().message_ids)
+        except grpc.RpcError:
+            errors += 1
+    t1 = time.time()
+    channel.close()
+    return result(count, t0, t1, cpu0, errors=errors)

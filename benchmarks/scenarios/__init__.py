@@ -1,0 +1,1 @@
+"""The scenarios; each takes the bench and the mode and returns its rows."""

@@ -1,0 +1,71 @@
+"""latency: publish-to-receive p50/p99/max at fixed rates, raw producer->consumer vs gateway
+Publish -> Pull loops. The ratio is gateway p99 / raw p99 (lower is better; 1 = as raw)."""
+
+from __future__ import annotations
+
+from benchmarks.config import Mode
+from benchmarks.gen import latency
+from benchmarks.harness import Bench, GenResult, Samples
+from benchmarks.results import Row, build, ratio
+from benchmarks.scenarios.common import api_for, kafka_topic
+
+NAME = "latency"
+RECEIVER_THREADS = 4
+
+
+def run(bench: Bench, mode: Mode) -> list[Row]:
+    rows: list[Row] = []
+    for rate in mode.latency_rates:
+        raw = _raw(bench, mode, rate)
+        rows += [raw, _gateway(bench, mode, rate, raw)]
+    return rows
+
+
+def _raw(bench: Bench, mode: Mode, rate: int) -> Row:
+    topic = bench.name("topics", f"lat-raw-{rate}")
+    with api_for(bench.gateway) as api:
+        api.create_topic(topic)
+        try:
+            common = {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "rate": rate,
+                      "seconds": mode.latency_seconds}
+            receiver = {**common, "group": f"{bench.prefix}-raw-lat",
+                        "expected": int(rate * mode.latency_seconds)}
+            results, win = bench.run([(latency.raw_sender, common), (latency.raw_receiver, receiver)])
+        finally:
+            api.delete(topic, [])
+    return _row(f"raw producer -> consumer @ {rate}/s", "raw", results, win)
+
+
+def _gateway(bench: Bench, mode: Mode, rate: int, raw: Row) -> Row:
+    topic = bench.name("topics", f"lat-gw-{rate}")
+    sub = bench.name("subscriptions", f"lat-gw-{rate}")
+    with api_for(bench.gateway) as api:
+        api.create_topic(topic)
+        api.create_subscription(sub, topic)
+        try:
+            api.publish_one(topic)
+            api.take_one(sub)
+            common = {"address": bench.gateway.address, "rate": rate, "seconds": mode.latency_seconds}
+            receiver = {**common, "subscription": sub, "expected": int(rate * mode.latency_seconds),
+                        "threads": RECEIVER_THREADS}
+            results, win = bench.run([(latency.gw_sender, {**common, "topic": topic}),
+                                      (latency.gw_receiver, receiver)])
+        finally:
+            api.delete(topic, [sub])
+    row = _row(f"Publish -> Pull x{RECEIVER_THREADS} @ {rate}/s", "gateway", results, win)
+    row.ratio = ratio(row.extra["p99_ms"], raw.extra["p99_ms"])
+    row.extra["p50_ratio"] = ratio(row.extra["p50_ms"], raw.extra["p50_ms"])
+    return row
+
+
+def _row(case: str, kind: str, results: list[GenResult], win: Samples) -> Row:
+    """Rates and latencies are the receiver's; CPU counts both generator processes."""
+    sender, receiver = results
+    row = build(NAME, case, kind, [receiver], win)
+    row.gen_procs = 2
+    sender_pct = 100.0 * float(sender["cpu_s"]) / max(row.seconds, 1e-6)
+    row.gen_cpu_pct += sender_pct
+    row.other_cpu_pct = max(0.0, row.other_cpu_pct - sender_pct)
+    row.extra.update({k: round(float(receiver[k]), 2) for k in ("p50_ms", "p99_ms", "max_ms")})
+    row.extra["sent"] = sender["count"]
+    return row
