@@ -55,6 +55,16 @@ class InvalidArgument(GatewayError):
     code = Code.INVALID_ARGUMENT
 
 
+class AckIdsFailed(InvalidArgument):
+    """Exactly-once delivery: some ack ids failed. `failures` maps each listed id to its reason
+    (`PERMANENT_FAILURE_INVALID_ACK_ID` or `TRANSIENT_FAILURE_...`), as the clients expect in the
+    ErrorInfo of the status details."""
+
+    def __init__(self, message: str, failures: dict[str, str]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
 class NotFound(GatewayError):
     code = Code.NOT_FOUND
 

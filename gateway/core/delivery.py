@@ -16,13 +16,15 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from gateway.core import exactly_once, peers
+from gateway.core.exactly_once import Ref, commands
 from gateway.core.resources import Resource, ResourceStore
 from gateway.core.runner import LogWriter, SubscriptionRunner, now_ms
 from gateway.core.streams import StreamSession
-from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
+from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, NotFound
+from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
-from gateway.leases.commands import Ack, Command, SetDeadline
-from gateway.leases.ranges import to_ranges
+from gateway.leases.commands import Command
 from gateway.settings import Settings
 from gateway.translate import ackids, limits, names
 from gateway.translate.records import Record
@@ -39,7 +41,7 @@ class Delivery:
 
 class DeliveryService:
     def __init__(self, settings: Settings, store: ResourceStore, producer: Producer,
-                 kafka_config: dict[str, Any]) -> None:
+                 kafka_config: dict[str, Any], admin: Admin) -> None:
         self._settings = settings
         self._store = store
         self._producer = producer
@@ -49,7 +51,14 @@ class DeliveryService:
         self._starting: dict[str, asyncio.Task[SubscriptionRunner]] = {}
         self._janitor: asyncio.Task[None] | None = None
         self._streams: set[StreamSession] = set()
+        self._admin = admin
+        self._peers: peers.Peers | None = None
+        self.address = ""  # where peers reach this process (set once the server listens)
         store.subscribe(self._on_resource_change)
+
+    def connect_peers(self, address: str, transport: peers.Peers) -> None:
+        self.address = address
+        self._peers = transport
 
     async def start(self) -> None:
         self._janitor = asyncio.create_task(self._stop_idle_runners(), name="idle runners")
@@ -94,6 +103,8 @@ class DeliveryService:
                 kafka_config=self._config,
                 session_timeout_ms=self._settings.session_timeout_ms,
                 checkpoint_interval=self._settings.checkpoint_interval_seconds,
+                ordered=res.proto.enable_message_ordering,
+                client_id=peers.client_id(self.address),
             )
             await runner.start()
             self._runners[res.name] = runner
@@ -171,17 +182,19 @@ class DeliveryService:
 
     # -- Acknowledge / ModifyAckDeadline ------------------------------------------------------
 
-    def _parse(self, res: Resource, ack_ids: Sequence[str]) -> dict[int, list[ackids.AckRef]]:
+    def _parse(self, res: Resource, ack_ids: Sequence[str]) -> dict[int, list[Ref]]:
         """Validate every ack id before anything is written; ids of another subscription skip."""
+        if not ack_ids:
+            raise InvalidArgument("No ack IDs given (ack_ids).")
         tag = ackids.subscription_tag(res.name, res.meta["uid"])
-        out: dict[int, list[ackids.AckRef]] = {}
+        out: dict[int, list[Ref]] = {}
         for ack_id in ack_ids:
             try:
                 ref = ackids.decode(ack_id)
             except ackids.MalformedAckId:
                 raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} (ack_ids).") from None
             if ref.tag == tag:
-                out.setdefault(ref.partition, []).append(ref)
+                out.setdefault(ref.partition, []).append((ack_id, ref))
         return out
 
     async def _write(self, res: Resource, cmds: dict[int, Command], settles: bool) -> None:
@@ -191,33 +204,65 @@ class DeliveryService:
         if runner is not None:
             for (p, cmd), written in zip(cmds.items(), results, strict=True):
                 runner.apply_local(p, cmd, written[0][0], settles)
-
-    async def acknowledge(self, subscription: str, ack_ids: Sequence[str]) -> None:
-        if not ack_ids:
-            raise InvalidArgument("No ack IDs given (ack_ids).")
-        res = self._subscription(subscription)
-        refs = self._parse(res, ack_ids)
-        cmds: dict[int, Command] = {
-            p: Ack(p, tuple(to_ranges(r.offset for r in rs))) for p, rs in refs.items()
-        }
-        await self._write(res, cmds, settles=True)
-
-    async def modify_ack_deadline(self, subscription: str, ack_ids: Sequence[str], seconds: int) -> None:
-        limits.modify_deadline(seconds)
-        if not ack_ids:
-            raise InvalidArgument("No ack IDs given (ack_ids).")
-        res = self._subscription(subscription)
-        refs = self._parse(res, ack_ids)
-        deadline = now_ms() + seconds * 1000
-        cmds: dict[int, Command] = {
-            p: SetDeadline(p, tuple((r.offset, r.generation) for r in rs), deadline)
-            for p, rs in refs.items()
-        }
-        await self._write(res, cmds, settles=seconds == 0)
-        if seconds == 0:
-            runner = self._runners.get(res.name)
-            if runner is not None:
+            if settles:
                 runner.ready.set()
+
+    async def acknowledge(self, subscription: str, ack_ids: Sequence[str], forwarded: bool = False) -> None:
+        await self._settle(subscription, ack_ids, None, forwarded)
+
+    async def modify_ack_deadline(
+        self, subscription: str, ack_ids: Sequence[str], seconds: int, forwarded: bool = False
+    ) -> None:
+        limits.modify_deadline(seconds)
+        await self._settle(subscription, ack_ids, seconds, forwarded)
+
+    async def _settle(
+        self, subscription: str, ack_ids: Sequence[str], seconds: int | None, forwarded: bool
+    ) -> None:
+        """Ack (seconds None) or set deadlines. With exactly-once delivery, only current leases
+        count: the others are reported per id, and ids of partitions another process owns are
+        judged by that process."""
+        res = self._subscription(subscription)
+        refs = self._parse(res, ack_ids)
+        if not res.proto.enable_exactly_once_delivery:
+            await self._write(res, commands(refs, seconds), settles=seconds in (None, 0))
+            return
+        runner = self._runners.get(res.name)
+        local, remote = exactly_once.split(runner, refs)
+        valid, failures = exactly_once.judge(runner, local, seconds, now_ms())
+        await self._write(res, commands(valid, seconds), settles=seconds in (None, 0))
+        if remote:
+            failures |= await self._forward(res, remote, seconds, forwarded)
+        if failures:
+            raise exactly_once.failed(ack_ids, failures)
+
+    async def _forward(
+        self, res: Resource, remote: dict[int, list[Ref]], seconds: int | None, forwarded: bool
+    ) -> dict[str, str]:
+        ids = {p: [i for i, _ in rs] for p, rs in remote.items()}
+        if forwarded or self._peers is None:
+            return {i: exactly_once.NOT_OWNER for group in ids.values() for i in group}
+        try:
+            owners = await self._admin.group_owners(res.meta["group_id"])
+        except GatewayError:
+            owners = {}
+        by_address: dict[str, list[str]] = {}
+        failures: dict[str, str] = {}
+        for p, group in ids.items():
+            address = peers.address_of(owners.get(p, ""))
+            if address is None or address == self.address:
+                failures |= dict.fromkeys(group, exactly_once.NOT_OWNER)
+                if not owners:  # nobody serves the subscription: take it on, the retry will land
+                    asyncio.get_running_loop().create_task(self._runner(res))
+            else:
+                by_address.setdefault(address, []).extend(group)
+        for address, group in by_address.items():
+            try:
+                failures |= await self._peers.settle(address, res.name, group, seconds)
+            except Exception as exc:  # noqa: BLE001 - the owner is unreachable: retry later
+                log.info("forwarding %d ack ids to %s failed: %s", len(group), address, exc)
+                failures |= dict.fromkeys(group, exactly_once.UNREACHABLE)
+        return failures
 
     # -- StreamingPull ---------------------------------------------------------------------
 

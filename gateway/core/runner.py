@@ -56,10 +56,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     def __init__(
         self, *, name: str, kafka_topic: str, group_id: str, writer: LogWriter,
         producer: Producer, kafka_config: dict[str, Any], session_timeout_ms: int,
-        checkpoint_interval: float,
+        checkpoint_interval: float, ordered: bool = False, client_id: str = "pubsub-gateway",
     ) -> None:
         self.name = name
         self.writer = writer
+        self._key_of = _record_key if ordered else None
         self._producer = producer
         self._config = kafka_config
         self._loop = asyncio.get_running_loop()
@@ -70,7 +71,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._wants = True
         self._checkpoint_interval = checkpoint_interval
         self._fetcher = kafka_consumer.GroupFetcher(
-            kafka_config, group_id, kafka_topic, self, session_timeout_ms
+            kafka_config, group_id, kafka_topic, self, session_timeout_ms, client_id
         )
         self._log_reader = kafka_consumer.TailReader(kafka_config, f"log-{name}", self._on_log)
         self._tasks: list[asyncio.Task[None]] = []
@@ -112,7 +113,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def _recover(self, p: int, committed: int) -> tuple[PartitionState[Record], set[bytes], int]:
         entries = kafka_consumer.read_to_end(self._config, self.writer.topic, p)
-        state: PartitionState[Record] = PartitionState(p, committed)
+        state: PartitionState[Record] = PartitionState(p, committed, key_of=self._key_of)
         folded: set[bytes] = set()
         now = now_ms()
         for _offset, key, value in entries:
@@ -295,6 +296,10 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         if keys:
             await self._producer.send(self.writer.topic, [(k, None, None) for k in keys], partition=p)
         self._fetcher.request_commit({p: cp.watermark})
+
+
+def _record_key(record: Record) -> bytes | None:
+    return record.key
 
 
 def _offsets_of(cmd: Command) -> list[int]:

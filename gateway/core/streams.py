@@ -10,6 +10,7 @@ the subscription goes away, so clients reconnect and carry on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -24,6 +25,13 @@ if TYPE_CHECKING:
 
 HEARTBEAT_SECONDS = 1.0  # how often an idle stream checks for pings to answer
 CHUNK = 100
+Confirmation = tuple[str, list[str], dict[str, str]]  # ("ack" | "modack", ids, failures by id)
+
+
+@dataclasses.dataclass(slots=True)
+class StreamOutput:
+    deliveries: list[Delivery]
+    confirmations: list[Confirmation]
 
 
 class StreamSession:
@@ -41,6 +49,8 @@ class StreamSession:
         self._bytes = 0
         self._wake = asyncio.Event()
         self._pong = False
+        self._confirmations: list[Confirmation] = []
+        self._confirming = res.proto.enable_exactly_once_delivery
         self._closed: GatewayError | None = None
         self._ends_at = time.monotonic() + max_age
         runner.settle_listeners.add(self._settled)
@@ -49,6 +59,12 @@ class StreamSession:
 
     def set_deadline(self, seconds: int) -> None:
         self.deadline_seconds = limits.ack_deadline(seconds, "stream_ack_deadline_seconds")
+
+    def confirm(self, kind: str, ack_ids: list[str], failures: dict[str, str]) -> None:
+        """With exactly-once delivery, report the outcome of a stream's acks or modacks."""
+        if self._confirming:
+            self._confirmations.append((kind, ack_ids, failures))
+            self._wake.set()
 
     def ping(self) -> None:
         """A client heartbeat: answer it with a (possibly empty) response soon."""
@@ -93,8 +109,13 @@ class StreamSession:
             if state is None or state.lease_of(key[1]) is None:
                 self._bytes -= self._outstanding.pop(key)
 
-    async def batches(self) -> AsyncIterator[list[Delivery]]:
-        """Deliveries as they become available; an empty list answers a ping."""
+    def _output(self, deliveries: list[Delivery]) -> StreamOutput:
+        confirmations, self._confirmations = self._confirmations, []
+        self._pong = False
+        return StreamOutput(deliveries, confirmations)
+
+    async def batches(self) -> AsyncIterator[StreamOutput]:
+        """Deliveries and confirmations as they come; an empty output answers a ping."""
         runner = self._runner
         while True:
             if self._closed is not None:
@@ -126,12 +147,10 @@ class StreamSession:
                 for (p, o, _, r) in taken:
                     self._outstanding[(p, o)] = r.size
                     self._bytes += r.size
-                self._pong = False
-                yield got
+                yield self._output(got)
                 continue
-            if self._pong:
-                self._pong = False
-                yield []
+            if self._pong or self._confirmations:
+                yield self._output([])
                 continue
             await self._wait(room > 0)
 

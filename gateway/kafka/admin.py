@@ -121,6 +121,16 @@ class Admin:
         futures = self._client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
         await _await(futures[group], f"setting offsets of consumer group {group}")
 
+    async def group_owners(self, group: str) -> dict[int, str]:
+        """Partition -> client.id of the member that owns it, for a group's current assignment."""
+        futures = self._client.describe_consumer_groups([group], request_timeout=TIMEOUT)
+        desc = await _await(futures[group], f"describing consumer group {group}")
+        return {
+            tp.partition: member.client_id
+            for member in desc.members
+            for tp in (member.assignment.topic_partitions if member.assignment else [])
+        }
+
     async def delete_group(self, group: str) -> None:
         """Delete a consumer group; a group that is gone or still has members is left alone."""
         futures = self._client.delete_consumer_groups([group], request_timeout=TIMEOUT)

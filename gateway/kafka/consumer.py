@@ -171,9 +171,10 @@ class GroupFetcher:
     """A member of a subscription's consumer group: owns partitions, fetches their records."""
 
     def __init__(self, base: Config, group_id: str, topic: str, listener: FetchListener,
-                 session_timeout_ms: int) -> None:
+                 session_timeout_ms: int, client_id: str = "pubsub-gateway") -> None:
         config = {
             "group.id": group_id,
+            "client.id": client_id,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": False,

@@ -67,6 +67,7 @@ class Producer:
     def __init__(self, config: Mapping[str, str | int | bool]) -> None:
         self._config = {
             "acks": "all",
+            "partitioner": "murmur2_random",  # what Java producers use: one key, one partition
             "enable.idempotence": True,
             "linger.ms": 2,
             "message.max.bytes": 12_000_000,

@@ -14,16 +14,19 @@ from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import empty_pb2
+from google.rpc import error_details_pb2, status_pb2
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
+from gateway.core import exactly_once
 from gateway.core.delivery import Delivery, DeliveryService
-from gateway.core.streams import StreamSession, check_modacks
+from gateway.core.streams import Confirmation, StreamSession, check_modacks
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
-from gateway.errors import GatewayError, InvalidArgument, Unimplemented
+from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument, Unimplemented
 from gateway.translate import records
 from gateway.translate.limits import OutgoingMessage
+from gateway.wire.peers import DETAILS_KEY, FORWARDED
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -36,13 +39,33 @@ def status_of(err: GatewayError) -> grpc.StatusCode:
     return grpc.StatusCode[err.code.name]
 
 
+def details_of(err: GatewayError) -> tuple[tuple[str, bytes], ...]:
+    """`grpc-status-details-bin` for errors that carry per-id reasons (exactly-once acks)."""
+    if not isinstance(err, AckIdsFailed):
+        return ()
+    info = error_details_pb2.ErrorInfo(
+        reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com", metadata=err.failures
+    )
+    status = status_pb2.Status(code=err.code.number, message=err.message)
+    status.details.add().Pack(info)
+    return ((DETAILS_KEY, status.SerializeToString()),)
+
+
+async def abort(context: Context, err: GatewayError) -> None:
+    await context.abort(status_of(err), err.message, trailing_metadata=details_of(err))
+
+
+def _forwarded(context: Context) -> bool:
+    return any(k == FORWARDED for k, _ in context.invocation_metadata() or ())
+
+
 def _guard(fn: Handler[R]) -> Handler[R]:
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Any, context: Context) -> R:
         try:
             return await fn(self, request, context)
         except GatewayError as err:
-            await context.abort(status_of(err), err.message)
+            await abort(context, err)
         except Exception:
             log.exception("%s failed", fn.__name__)
             await context.abort(grpc.StatusCode.INTERNAL, f"{fn.__name__} failed inside the gateway")
@@ -144,13 +167,16 @@ class Subscriber(pb_grpc.SubscriberServicer):
     @_guard
     async def ModifyAckDeadline(self, request: Any, context: Any) -> Any:
         await self._delivery.modify_ack_deadline(
-            request.subscription, list(request.ack_ids), request.ack_deadline_seconds
+            request.subscription, list(request.ack_ids), request.ack_deadline_seconds,
+            forwarded=_forwarded(context),
         )
         return empty_pb2.Empty()
 
     @_guard
     async def Acknowledge(self, request: Any, context: Any) -> Any:
-        await self._delivery.acknowledge(request.subscription, list(request.ack_ids))
+        await self._delivery.acknowledge(
+            request.subscription, list(request.ack_ids), forwarded=_forwarded(context)
+        )
         return empty_pb2.Empty()
 
     @_guard
@@ -175,19 +201,21 @@ class Subscriber(pb_grpc.SubscriberServicer):
             )
             reader = asyncio.create_task(self._read_stream(session, first, request_iterator))
             try:
-                async for batch in session.batches():
+                async for out in session.batches():
                     eod, ordered = self._delivery.properties(session.res.name)
-                    yield pb.StreamingPullResponse(
-                        received_messages=[received_message(d) for d in batch],
+                    response = pb.StreamingPullResponse(
+                        received_messages=[received_message(d) for d in out.deliveries],
                         subscription_properties=pb.StreamingPullResponse.SubscriptionProperties(
                             exactly_once_delivery_enabled=eod, message_ordering_enabled=ordered,
                         ),
                     )
+                    _confirm(response, out.confirmations)
+                    yield response
             finally:
                 reader.cancel()
                 session.release()
         except GatewayError as err:
-            await context.abort(status_of(err), err.message)
+            await abort(context, err)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -218,12 +246,15 @@ class Subscriber(pb_grpc.SubscriberServicer):
         modack_ids, modack_secs = list(req.modify_deadline_ack_ids), list(req.modify_deadline_seconds)
         check_modacks(modack_ids, modack_secs)
         if req.ack_ids:
-            await self._delivery.acknowledge(sub, list(req.ack_ids))
+            ids = list(req.ack_ids)
+            failures = await _outcome(self._delivery.acknowledge(sub, ids))
+            session.confirm("ack", ids, failures)
         by_seconds: dict[int, list[str]] = {}
         for ack_id, seconds in zip(modack_ids, modack_secs, strict=True):
             by_seconds.setdefault(seconds, []).append(ack_id)
         for seconds, ids in by_seconds.items():
-            await self._delivery.modify_ack_deadline(sub, ids, seconds)
+            failures = await _outcome(self._delivery.modify_ack_deadline(sub, ids, seconds))
+            session.confirm("modack", ids, failures)
         if not req.ack_ids and not modack_ids:
             session.ping()
 
@@ -255,6 +286,29 @@ class Subscriber(pb_grpc.SubscriberServicer):
     @_guard
     async def Seek(self, request: Any, context: Any) -> Any:
         raise Unimplemented("Seek is not implemented yet.")
+
+
+async def _outcome(call: Awaitable[None]) -> dict[str, str]:
+    """Per-id failures of an exactly-once ack on a stream (the stream itself goes on)."""
+    try:
+        await call
+    except AckIdsFailed as err:
+        return err.failures
+    return {}
+
+
+def _confirm(response: Any, confirmations: list[Confirmation]) -> None:
+    for kind, ids, failures in confirmations:
+        target = (response.acknowledge_confirmation if kind == "ack"
+                  else response.modify_ack_deadline_confirmation)
+        for ack_id in ids:
+            reason = failures.get(ack_id)
+            if reason is None or reason == exactly_once.SUCCEEDED_IN_FAILED_CALL:
+                target.ack_ids.append(ack_id)
+            elif reason.startswith("TRANSIENT_"):
+                target.temporary_failed_ack_ids.append(ack_id)
+            else:
+                target.invalid_ack_ids.append(ack_id)
 
 
 def add_to_server(server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber) -> None:

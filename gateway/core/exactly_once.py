@@ -1,0 +1,76 @@
+"""Exactly-once delivery: judging ack ids against the owner's current leases.
+
+With `enable_exactly_once_delivery`, an ack id is valid only while its delivery's lease is the
+current one and has not expired. Invalid ids are reported per id with the reasons the official
+clients understand. The Python client treats an id that is not listed as failed whenever the
+call fails, so in a call that fails for some ids, the ids that succeeded are listed as
+transient failures: the client retries them alone, and the retry succeeds (an ack of an acked
+message, or a repeated deadline change, is idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gateway.core.runner import SubscriptionRunner, now_ms
+from gateway.errors import AckIdsFailed
+from gateway.leases.commands import Ack, Command, SetDeadline
+from gateway.leases.ranges import to_ranges
+from gateway.translate.ackids import AckRef
+
+Ref = tuple[str, AckRef]  # the ack id as the client sent it, and what it names
+INVALID = "PERMANENT_FAILURE_INVALID_ACK_ID"
+NOT_OWNER = "TRANSIENT_FAILURE_PARTITION_MOVING"
+UNREACHABLE = "TRANSIENT_FAILURE_OWNER_UNREACHABLE"
+SUCCEEDED_IN_FAILED_CALL = "TRANSIENT_FAILURE_RETRY_ALONE"
+HOLD_MS = 10_000  # a valid lease does not expire while its ack is being written
+
+
+def commands(refs: dict[int, list[Ref]], seconds: int | None) -> dict[int, Command]:
+    """The log commands for acks (seconds None) or deadline changes of the given ids."""
+    if seconds is None:
+        return {p: Ack(p, tuple(to_ranges(r.offset for _, r in rs))) for p, rs in refs.items() if rs}
+    deadline = now_ms() + seconds * 1000
+    return {
+        p: SetDeadline(p, tuple((r.offset, r.generation) for _, r in rs), deadline)
+        for p, rs in refs.items() if rs
+    }
+
+
+def split(runner: SubscriptionRunner | None, refs: dict[int, list[Ref]]) -> tuple[
+    dict[int, list[Ref]], dict[int, list[Ref]]
+]:
+    """(ids of partitions this process owns, ids of the others)."""
+    owned = runner.states if runner is not None else {}
+    local = {p: rs for p, rs in refs.items() if p in owned}
+    remote = {p: rs for p, rs in refs.items() if p not in owned}
+    return local, remote
+
+
+def judge(runner: SubscriptionRunner | None, local: dict[int, list[Ref]], seconds: int | None,
+          now: int) -> tuple[dict[int, list[Ref]], dict[str, str]]:
+    """Split owned ids into valid ones (held until written) and failures by id."""
+    valid: dict[int, list[Ref]] = {}
+    failures: dict[str, str] = {}
+    if runner is None:
+        return valid, failures
+    for p, rs in local.items():
+        state = runner.states[p]
+        for ack_id, ref in rs:
+            if seconds is None and state.is_acked(ref.offset):
+                continue  # acked already: acking again succeeds
+            if state.lease_valid(ref.offset, ref.generation, now):
+                state.hold(ref.offset, ref.generation, now + HOLD_MS)
+                valid.setdefault(p, []).append((ack_id, ref))
+            else:
+                failures[ack_id] = INVALID
+    return valid, failures
+
+
+def failed(ack_ids: Sequence[str], failures: dict[str, str]) -> AckIdsFailed:
+    listed = {i: failures.get(i, SUCCEEDED_IN_FAILED_CALL) for i in ack_ids}
+    bad = sum(1 for r in failures.values() if not r.startswith("TRANSIENT_"))
+    return AckIdsFailed(
+        f"{len(failures)} of {len(ack_ids)} ack IDs failed ({bad} invalid: their leases expired, "
+        "were superseded by a redelivery, or were acknowledged).", listed,
+    )
