@@ -16,8 +16,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from gateway.core import exactly_once, peers
+from gateway.core import exactly_once, peers, policies
 from gateway.core.exactly_once import Ref, commands
+from gateway.core.policies import Policies
 from gateway.core.resources import Resource, ResourceStore
 from gateway.core.runner import LogWriter, SubscriptionRunner, now_ms
 from gateway.core.streams import StreamSession
@@ -105,6 +106,8 @@ class DeliveryService:
                 checkpoint_interval=self._settings.checkpoint_interval_seconds,
                 ordered=res.proto.enable_message_ordering,
                 client_id=peers.client_id(self.address),
+                policies=self._policies(res),
+                transactional_prefix=self._settings.internal_prefix,
             )
             await runner.start()
             self._runners[res.name] = runner
@@ -118,10 +121,22 @@ class DeliveryService:
             return runner.writer
         return LogWriter(self._producer, res.meta["log_topic"], self._writer_id)
 
+    def _policies(self, res: Resource) -> Policies:
+        dead_letter = self._store.get("topic", res.proto.dead_letter_policy.dead_letter_topic)
+        return policies.of(res.proto, dead_letter.meta["kafka_topic"] if dead_letter else None)
+
     def _on_resource_change(self, kind: str, name: str, res: Resource | None) -> None:
+        if kind == "topic":  # a dead-letter topic may have come or gone
+            for running in self._runners.values():
+                sub = self._store.get("subscription", running.name)
+                if sub is not None:
+                    running.update_policies(self._policies(sub))
+            return
         if kind != "subscription":
             return
         runner = self._runners.get(name)
+        if runner is not None and res is not None:
+            runner.update_policies(self._policies(res))
         stale = res is None or res.meta.get("detached") or (
             runner is not None and runner.writer.topic != res.meta["log_topic"])
         if runner is not None and stale:

@@ -17,12 +17,14 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gateway.core.policies import Policies, dead_letter_headers
 from gateway.kafka import consumer as kafka_consumer
-from gateway.kafka.producer import Producer
+from gateway.kafka.producer import Producer, TransactionalSender
 from gateway.leases import logformat
 from gateway.leases.commands import Ack, Command, Lease, SetDeadline
+from gateway.leases.ranges import to_ranges
 from gateway.leases.state import PartitionState
-from gateway.translate.records import Record
+from gateway.translate.records import Record, to_message
 
 log = logging.getLogger(__name__)
 PREFETCH = 2000  # unleased records held ready per subscription in this process
@@ -57,9 +59,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self, *, name: str, kafka_topic: str, group_id: str, writer: LogWriter,
         producer: Producer, kafka_config: dict[str, Any], session_timeout_ms: int,
         checkpoint_interval: float, ordered: bool = False, client_id: str = "pubsub-gateway",
+        policies: Policies | None = None, transactional_prefix: str = "pubsub-gateway",
     ) -> None:
         self.name = name
         self.writer = writer
+        self.policies = policies or Policies()
+        self._txn_prefix = transactional_prefix
+        self._dead_letter_senders: dict[int, TransactionalSender] = {}
         self._key_of = _record_key if ordered else None
         self._producer = producer
         self._config = kafka_config
@@ -84,6 +90,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._log_reader.start({})
         self._fetcher.start()
         self._tasks.append(asyncio.create_task(self._checkpoint_loop(), name=f"checkpoint {self.name}"))
+        self._tasks.append(asyncio.create_task(self._dead_letter_loop(), name=f"dead letters {self.name}"))
 
     async def stop(self) -> None:
         """Leave the group (final checkpoints are written on revoke). Idempotent."""
@@ -95,6 +102,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.to_thread(self._fetcher.stop)
         await asyncio.to_thread(self._log_reader.stop)
+        for sender in self._dead_letter_senders.values():
+            await sender.close()
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
@@ -128,7 +137,18 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         log_end = entries[-1][0] + 1 if entries else 0
         return state, folded, log_end
 
+    def update_policies(self, policies: Policies) -> None:
+        """A changed subscription: later deliveries follow the new policies."""
+        self.policies = policies
+        for state in self.states.values():
+            self._apply_policies(state)
+
+    def _apply_policies(self, state: PartitionState[Record]) -> None:
+        state.backoff = self.policies.backoff
+        state.max_attempts = self.policies.max_attempts
+
     async def _install(self, p: int, state: PartitionState[Record], folded: set[bytes]) -> None:
+        self._apply_policies(state)
         self.states[p] = state
         self._folded[p] = folded
         state.dirty = True
@@ -143,6 +163,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     async def _revoke(self, partitions: list[int], lost: bool) -> dict[int, int]:
         final: dict[int, int] = {}
         for p in partitions:
+            sender = self._dead_letter_senders.pop(p, None)
+            if sender is not None:
+                await sender.close()
             state = self.states.pop(p, None)
             folded = self._folded.pop(p, set())
             if state is None:
@@ -167,13 +190,26 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         by_partition: dict[int, list[tuple[int, Record]]] = {}
         for r in records:
             by_partition.setdefault(r.partition, []).append((r.offset, r))
+        now = now_ms()
         for p, items in by_partition.items():
             state = self.states.get(p)
             if state is not None:
                 state.add_records(items)
+                skip = self._unwanted(items, now)
+                if skip:  # acked at once: never delivered, never holding back the watermark
+                    state.apply(Ack(p, tuple(to_ranges(skip))), now)
         self._update_wants()
         if any(s.ready_count for s in self.states.values()):
             self.ready.set()
+
+    def _unwanted(self, items: list[tuple[int, Record]], now: int) -> list[int]:
+        """Offsets the subscription must not deliver: filtered out, or past its retention."""
+        keep = self.policies.filter
+        oldest = now - self.policies.retention_ms
+        return [
+            o for o, r in items
+            if r.timestamp_ms < oldest or (keep is not None and not keep(to_message(r).attributes))
+        ]
 
     def _update_wants(self) -> None:
         self._wants = sum(s.ready_count for s in self.states.values()) < PREFETCH
@@ -267,6 +303,41 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def has_ready(self) -> bool:
         return any(s.ready_count for s in self.states.values())
+
+    # -- dead letters ----------------------------------------------------------------------
+
+    async def _dead_letter_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            for p, state in list(self.states.items()):
+                dead = state.take_dead()
+                if not dead:
+                    continue
+                try:
+                    await self._forward_dead(p, dead)
+                except Exception as exc:  # noqa: BLE001 - retried next round; the loop must live
+                    state.return_dead(o for o, _, _ in dead)
+                    log.warning("%s: dead-lettering from partition %d failed: %s", self.name, p, exc)
+
+    async def _forward_dead(self, p: int, dead: list[tuple[int, int, Record]]) -> None:
+        """Publish to the dead-letter topic and ack on this subscription, in one transaction:
+        each message lands in the dead-letter topic exactly once, even across crashes."""
+        target = self.policies.dead_letter_kafka_topic
+        if target is None:
+            raise RuntimeError("the dead-letter topic does not exist")
+        sender = self._dead_letter_senders.get(p)
+        if sender is None:
+            sender = TransactionalSender(self._config, f"{self._txn_prefix}.{self.writer.topic}.{p}")
+            await sender.start()
+            self._dead_letter_senders[p] = sender
+        ack = Ack(p, tuple(to_ranges(o for o, _, _ in dead)), self._epoch(p))
+        key = self.writer.key(p)
+        await sender.send([
+            *((target, None, r.key, r.value, dead_letter_headers(r, self.name, n)) for _, n, r in dead),
+            (self.writer.topic, p, key, logformat.encode(ack), None),
+        ])
+        self.apply_local(p, ack, key, settles=True)
+        log.info("%s: dead-lettered %d messages of partition %d", self.name, len(dead), p)
 
     # -- checkpoints -----------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from gateway.kafka.producer import Producer
 from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
 from gateway.settings import Settings
-from gateway.translate import limits, names
+from gateway.translate import filters, limits, names
 
 log = logging.getLogger(__name__)
 DAY = 24 * 3600
@@ -79,8 +79,7 @@ def validate(sub: Any) -> None:
     policy = sub.expiration_policy
     if sub.HasField("expiration_policy") and policy.HasField("ttl") and _seconds(policy.ttl) < DAY:
         raise InvalidArgument("Invalid expiration_policy.ttl: the minimum is 1 day.")
-    if len(sub.filter.encode()) > 256:
-        raise InvalidArgument("Invalid filter: at most 256 bytes are allowed.")
+    filters.parse(sub.filter)  # INVALID_ARGUMENT naming the position of a syntax error
     if sub.push_config.push_endpoint and not sub.push_config.push_endpoint.startswith(
         ("http://", "https://")
     ):

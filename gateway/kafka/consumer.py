@@ -84,13 +84,19 @@ def read_to_end(
         out: list[tuple[int, bytes | None, bytes | None]] = []
         if high <= low:
             return out
-        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        tp = TopicPartition(topic, partition, OFFSET_BEGINNING)
+        consumer.assign([tp])
         position = low
+        deadline = time.monotonic() + timeout
         while position < high:
             for msg in consumer.consume(BATCH, timeout=POLL_SECONDS):
                 if _is_real(msg):
                     position = (msg.offset() or 0) + 1
                     out.append((position - 1, msg.key(), msg.value()))
+            # Transaction markers take offsets but are never returned: ask where we are.
+            position = max(position, consumer.position([TopicPartition(topic, partition)])[0].offset)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}[{partition}] to offset {high} took over {timeout} s")
         return out
     finally:
         consumer.close()

@@ -7,6 +7,7 @@ loop with `call_soon_threadsafe`, one hand-over per batch rather than per record
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 Headers = list[tuple[str, str | bytes | None]]
 DeliveryCallback = Callable[[confluent_kafka.KafkaError | None, confluent_kafka.Message], None]
 OutRecord = tuple[bytes | None, bytes | None, Headers | None]  # key, value, headers
+TxnRecord = tuple[str, int | None, bytes | None, bytes | None, Headers | None]  # + topic, partition
 
 
 class _Batch:
@@ -141,3 +143,62 @@ class Producer:
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
     ) -> tuple[int, int]:
         return (await self.send(topic, [(key, value, None)], partition))[0]
+
+
+class TransactionalSender:
+    """Writes records to several topics atomically (a Kafka transaction), off the event loop.
+
+    Used where two writes must land together or not at all: a dead-lettered message and the
+    ack that removes it from its subscription. The transactional id names the partition owner's
+    role, so a new owner fences a dead one and aborts its open transaction at once.
+    """
+
+    def __init__(self, config: Mapping[str, str | int | bool], transactional_id: str) -> None:
+        self._config = {
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": 10_000,
+            "message.max.bytes": 12_000_000,
+            "linger.ms": 0,
+            **config,
+        }
+        self._producer: confluent_kafka.Producer | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafka-txn")
+
+    async def _run(self, fn: Callable[[], object]) -> object:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    async def start(self) -> None:
+        def init() -> None:
+            self._producer = confluent_kafka.Producer(self._config, logger=log)
+            self._producer.init_transactions(30)
+
+        await self._run(init)
+
+    async def send(self, records: Sequence[TxnRecord]) -> None:
+        """(topic, partition or None, key, value, headers) each; all or nothing."""
+        def transact() -> None:
+            producer = self._producer
+            assert producer is not None
+            producer.begin_transaction()
+            try:
+                for topic, partition, key, value, headers in records:
+                    producer.produce(topic, value=value, key=key, headers=headers,
+                                     partition=-1 if partition is None else partition)
+                producer.commit_transaction(30)
+            except confluent_kafka.KafkaException:
+                try:
+                    producer.abort_transaction(30)
+                except confluent_kafka.KafkaException:
+                    log.warning("aborting a transaction failed", exc_info=True)
+                raise
+
+        try:
+            await self._run(transact)
+        except confluent_kafka.KafkaException as exc:
+            raise _translate(exc.args[0]) from exc
+
+    async def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await self._run(lambda: producer.flush(5))
+        self._executor.shutdown(wait=False)

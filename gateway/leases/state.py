@@ -41,6 +41,13 @@ class PartitionState(Generic[R]):
         self.key_of = key_of
         self._key_leases: dict[bytes, set[int]] = {}  # ordering key -> its leased offsets
         self._deferred: dict[bytes, list[int]] = {}  # ordering key -> ready offsets held back
+        # Retry policy: delivery count -> delay before a nacked or expired message is redelivered.
+        self.backoff: Callable[[int], int] | None = None
+        self._delayed: list[tuple[int, int]] = []  # (due_ms, offset)
+        self._waiting: set[int] = set()  # offsets in _delayed
+        # Dead-letter policy: after this many deliveries a failed message is handed over.
+        self.max_attempts: int | None = None
+        self._dead: dict[int, bool] = {}  # offset -> being forwarded now
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -49,12 +56,30 @@ class PartitionState(Generic[R]):
         return len(self._ready_set)
 
     def next_expiry(self) -> int | None:
+        """When the next lease expires or the next backed-off message becomes due."""
         while self._expiry:
             deadline, offset, gen = self._expiry[0]
             if self.leases.get(offset) == (gen, deadline):
-                return deadline
+                break
             heapq.heappop(self._expiry)
-        return None
+        times = [t for t in (self._expiry[0][0] if self._expiry else None,
+                             self._delayed[0][0] if self._delayed else None) if t is not None]
+        return min(times) if times else None
+
+    def take_dead(self) -> list[tuple[int, int, R]]:
+        """Messages due for the dead-letter topic: (offset, deliveries, record), marked in flight."""
+        out = []
+        for offset, flying in self._dead.items():
+            if not flying and offset in self.records:
+                self._dead[offset] = True
+                out.append((offset, self.attempts.get(offset, 0), self.records[offset]))
+        return out
+
+    def return_dead(self, offsets: Iterable[int]) -> None:
+        """Forwarding failed: try these again later."""
+        for offset in offsets:
+            if offset in self._dead:
+                self._dead[offset] = False
 
     def is_acked(self, offset: int) -> bool:
         return offset < self.watermark or offset in self.acked
@@ -96,7 +121,7 @@ class PartitionState(Generic[R]):
             if self.is_acked(offset):
                 continue
             self.records[offset] = record
-            if offset not in self.leases:
+            if offset not in self.leases and offset not in self._waiting and offset not in self._dead:
                 self._make_ready(offset)
             elif (key := self._key(offset)) is not None:
                 self._key_leases.setdefault(key, set()).add(offset)
@@ -107,12 +132,16 @@ class PartitionState(Generic[R]):
     def take(self, n: int, now_ms: int, deadline_ms: int) -> list[tuple[int, int, R]]:
         """Lease up to n messages until deadline_ms: (offset, generation, record), oldest first."""
         self.expire(now_ms)
+        self._promote(now_ms)
         out: list[tuple[int, int, R]] = []
         batch_keys: set[bytes] = set()
         while self._ready and len(out) < n:
             offset = heapq.heappop(self._ready)
             self._ready_set.discard(offset)
-            if offset in self.leases or offset not in self.records:
+            if offset in self.leases or offset not in self.records or offset in self._dead:
+                continue
+            if self.max_attempts and self.attempts.get(offset, 0) >= self.max_attempts:
+                self._dead[offset] = False  # used up its deliveries before a restart
                 continue
             key = self._key(offset)
             if key is not None:
@@ -140,9 +169,23 @@ class PartitionState(Generic[R]):
         while self._expiry and self._expiry[0][0] <= now_ms:
             deadline, offset, gen = heapq.heappop(self._expiry)
             if self.leases.get(offset) == (gen, deadline):
-                self._release(offset)
+                self._release(offset, now_ms)
                 n += 1
         return n
+
+    def _promote(self, now_ms: int) -> None:
+        """Backed-off messages whose time has come become ready (first of their key again)."""
+        while self._delayed and self._delayed[0][0] <= now_ms:
+            _, offset = heapq.heappop(self._delayed)
+            if offset not in self._waiting:
+                continue
+            self._waiting.discard(offset)
+            key = self._key(offset)
+            if offset in self.records:
+                self._make_ready(offset)
+            if key is not None and key in self._key_leases:
+                self._key_leases[key].discard(offset)
+                self._settle_key(key)
 
     # -- commands --------------------------------------------------------------------------
 
@@ -190,7 +233,7 @@ class PartitionState(Generic[R]):
             if lease is None or lease[0] != gen:
                 continue  # stale ack id: that delivery is over
             if deadline_ms <= now_ms:
-                self._release(offset)
+                self._release(offset, now_ms)
             else:
                 self._lease(offset, gen, deadline_ms)
 
@@ -213,7 +256,9 @@ class PartitionState(Generic[R]):
     # -- internals -------------------------------------------------------------------------
 
     def _reset(self, watermark: int, epoch: int) -> None:
+        backoff, max_attempts = self.backoff, self.max_attempts
         self.__init__(self.partition, watermark, epoch, self.key_of)  # type: ignore[misc]
+        self.backoff, self.max_attempts = backoff, max_attempts
 
     def _key(self, offset: int) -> bytes | None:
         if self.key_of is None:
@@ -227,20 +272,42 @@ class PartitionState(Generic[R]):
         if (key := self._key(offset)) is not None:
             self._key_leases.setdefault(key, set()).add(offset)
 
-    def _release(self, offset: int) -> None:
+    def _release(self, offset: int, now_ms: int | None = None) -> None:
+        """End a lease. With now_ms the delivery failed (nack, expiry): the retry and
+        dead-letter policies apply; without it the message simply becomes ready again."""
         del self.leases[offset]
         self.dirty = True
+        key = self._key(offset)
+        held = self._key_leases.get(key) if key is not None else None
+        if held is not None:
+            held.discard(offset)
+        self._requeue(offset, now_ms, key)
+        if key is not None and held is not None:
+            for later in sorted(o for o in held if o > offset and o in self.leases):
+                held.discard(later)  # the rest of the key comes back too, in order
+                del self.leases[later]
+                self._requeue(later, None, key)
+            self._settle_key(key)
+
+    def _requeue(self, offset: int, now_ms: int | None, key: bytes | None) -> None:
+        deliveries = self.attempts.get(offset, 0)
+        if now_ms is not None and self.max_attempts and deliveries >= self.max_attempts:
+            self._dead[offset] = False
+            self._hold_key(key, offset)
+            return
+        delay = self.backoff(deliveries) if now_ms is not None and self.backoff else 0
+        if delay > 0 and now_ms is not None:
+            heapq.heappush(self._delayed, (now_ms + delay, offset))
+            self._waiting.add(offset)
+            self._hold_key(key, offset)
+            return
         if offset in self.records:
             self._make_ready(offset)
-        key = self._key(offset)
-        if key is not None and key in self._key_leases:
-            held = self._key_leases[key]
-            held.discard(offset)
-            for later in sorted(o for o in held if o > offset):  # redeliver the rest in order
-                held.discard(later)
-                del self.leases[later]
-                self._make_ready(later)
-            self._settle_key(key)
+
+    def _hold_key(self, key: bytes | None, offset: int) -> None:
+        """A message waiting (backoff, dead letter) keeps the later messages of its key back."""
+        if key is not None:
+            self._key_leases.setdefault(key, set()).add(offset)
 
     def _settle_key(self, key: bytes) -> None:
         """When a key has nothing leased, its held-back messages may go out again."""
@@ -256,6 +323,8 @@ class PartitionState(Generic[R]):
             heapq.heappush(self._ready, offset)
 
     def _forget(self, offset: int) -> None:
+        self._dead.pop(offset, None)
+        self._waiting.discard(offset)
         key = self._key(offset)
         if key is not None and key in self._key_leases:
             self._key_leases[key].discard(offset)

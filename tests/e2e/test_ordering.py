@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -84,5 +85,5 @@ def test_subscriber_sees_each_key_in_order_even_after_nacks(
         order = seen[f"k{k}"]
         assert set(order) == set(range(per_key)), f"k{k} lost messages"
         # In order, except that a nack restarts the key from the nacked message.
-        for prev, cur in zip(order, order[1:], strict=False):
+        for prev, cur in itertools.pairwise(order):
             assert cur == prev + 1 or (k == 1 and cur == 5), f"k{k} out of order: {order}"

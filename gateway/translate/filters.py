@@ -1,0 +1,167 @@
+"""The Pub/Sub filter language, on message attributes.
+
+    attributes:KEY                  the attribute is present
+    attributes.KEY = "v"            present with value v (!= : absent, or another value)
+    hasPrefix(attributes.KEY, "p")  present with a value starting with p
+    NOT e, -e, e AND e, e OR e, ( e )
+
+Keys of letters, digits, '-' and '_' stand bare; any other key is a string literal. String
+literals take double or single quotes with backslash escapes (\\n, \\t, \\\\, quotes, \\xHH,
+\\uHHHH, octal \\NNN). Matching is case-sensitive. AND and OR may not be mixed at one level
+without parentheses. A filter is at most 256 bytes. Parse errors name the position.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+
+from gateway.errors import InvalidArgument
+
+MAX_FILTER_BYTES = 256
+Predicate = Callable[[Mapping[str, str]], bool]
+
+_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+  | (?P<op>!=|=|:|\(|\)|,|-|\.)
+  | (?P<word>[A-Za-z0-9_\-]+)
+""", re.VERBOSE)
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|.)", re.DOTALL)
+_SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+class FilterError(InvalidArgument):
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(f"Invalid filter at position {position}: {message}")
+        self.position = position
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Token:
+    kind: str
+    text: str
+    pos: int
+
+
+def _unquote(literal: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        e = m.group(1)
+        if e[0] in "xu":
+            return chr(int(e[1:], 16))
+        if e[0].isdigit():
+            return chr(int(e, 8))
+        return _SIMPLE.get(e, e)
+
+    return _ESCAPE.sub(one, literal[1:-1])
+
+
+def _tokens(text: str) -> list[Token]:
+    out: list[Token] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise FilterError(f"unexpected character {text[pos]!r}", pos)
+        kind = m.lastgroup or ""
+        if kind != "space":
+            out.append(Token(kind, m.group(), pos))
+        pos = m.end()
+    out.append(Token("end", "", len(text)))
+    return out
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.toks = _tokens(text)
+        self.i = 0
+
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.i]
+
+    def take(self, kind: str, text: str | None = None) -> Token:
+        t = self.tok
+        if t.kind != kind or (text is not None and t.text != text):
+            want = repr(text) if text else kind
+            got = repr(t.text) if t.text else "the end"
+            raise FilterError(f"expected {want}, found {got}", t.pos)
+        self.i += 1
+        return t
+
+    def at(self, kind: str, text: str) -> bool:
+        return self.tok.kind == kind and self.tok.text == text
+
+    def expression(self) -> Predicate:
+        first = self.factor()
+        if not (self.at("word", "AND") or self.at("word", "OR")):
+            return first
+        op = self.tok.text
+        parts = [first]
+        while self.at("word", "AND") or self.at("word", "OR"):
+            if self.tok.text != op:
+                raise FilterError("AND and OR cannot be mixed without parentheses", self.tok.pos)
+            self.i += 1
+            parts.append(self.factor())
+        if op == "AND":
+            return lambda a: all(p(a) for p in parts)
+        return lambda a: any(p(a) for p in parts)
+
+    def factor(self) -> Predicate:
+        if self.at("word", "NOT") or self.at("op", "-"):
+            self.i += 1
+            inner = self.factor()
+            return lambda a: not inner(a)
+        if self.at("op", "("):
+            self.i += 1
+            inner = self.expression()
+            self.take("op", ")")
+            return inner
+        if self.at("word", "hasPrefix"):
+            self.i += 1
+            self.take("op", "(")
+            key = self.attribute_key(".")
+            self.take("op", ",")
+            prefix = _unquote(self.take("string").text)
+            self.take("op", ")")
+            return lambda a: key in a and a[key].startswith(prefix)
+        return self.comparison()
+
+    def attribute_key(self, sep: str) -> str:
+        self.take("word", "attributes")
+        self.take("op", sep)
+        t = self.tok
+        if t.kind == "string":
+            self.i += 1
+            return _unquote(t.text)
+        return self.take("word").text
+
+    def comparison(self) -> Predicate:
+        t = self.tok
+        if t.kind != "word" or t.text != "attributes":
+            raise FilterError(f"expected an attribute condition, found {t.text or 'the end'!r}", t.pos)
+        if self.toks[self.i + 1].text == ":":
+            key = self.attribute_key(":")
+            return lambda a: key in a
+        key = self.attribute_key(".")
+        op = self.tok
+        if op.text not in ("=", "!="):
+            raise FilterError(f"expected '=', '!=' after the key, found {op.text or 'the end'!r}", op.pos)
+        self.i += 1
+        value = _unquote(self.take("string").text)
+        if op.text == "=":
+            return lambda a: a.get(key) == value
+        return lambda a: a.get(key) != value
+
+
+def parse(text: str) -> Predicate | None:
+    """A predicate on attributes, or None for the empty filter (everything matches)."""
+    if len(text.encode()) > MAX_FILTER_BYTES:
+        raise InvalidArgument(f"Invalid filter: at most {MAX_FILTER_BYTES} bytes are allowed.")
+    if not text.strip():
+        return None
+    parser = _Parser(text)
+    predicate = parser.expression()
+    parser.take("end")
+    return predicate
