@@ -21,7 +21,7 @@ async def _serve(settings: settings_mod.Settings) -> int:
         loop.add_signal_handler(sig, stop.set)
     async with Gateway(settings) as gw:
         host = settings.host
-        print(f"READY grpc={host}:{gw.port} kafka={gw.bootstrap}", flush=True)
+        print(f"READY grpc={host}:{gw.port} rest={host}:{gw.rest_port} kafka={gw.bootstrap}", flush=True)
         logging.getLogger("gateway").info(
             "serving the Pub/Sub API on %s:%d; export PUBSUB_EMULATOR_HOST=%s:%d",
             host, gw.port, host, gw.port,

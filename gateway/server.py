@@ -17,9 +17,11 @@ from gateway.core.topics import TopicService
 from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import LocalKafka
 from gateway.kafka.producer import Producer
+from gateway.push.manager import PushManager
 from gateway.settings import Settings
 from gateway.translate import names
-from gateway.wire import grpc_api
+from gateway.wire import grpc_api, rest
+from gateway.wire.peers import GrpcPeers
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 20 * 1024 * 1024  # gRPC message limit: a 10 MB publish plus its framing
@@ -29,6 +31,7 @@ class Gateway:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.port = 0
+        self.rest_port = 0
         self.bootstrap = settings.kafka_bootstrap or ""
         self._stack = contextlib.AsyncExitStack()
         self._server: grpc.aio.Server | None = None
@@ -54,7 +57,7 @@ class Gateway:
         topics = TopicService(s, store, admin, producer)
         subs = SubscriptionService(s, store, admin, producer)
         stack.push_async_callback(subs.stop)
-        delivery = DeliveryService(s, store, producer, config)
+        delivery = DeliveryService(s, store, producer, config, admin)
         await delivery.start()
         stack.push_async_callback(delivery.stop)
 
@@ -63,13 +66,28 @@ class Gateway:
             ("grpc.max_send_message_length", MAX_MESSAGE),
             ("grpc.so_reuseport", 0),
         ])
-        grpc_api.add_to_server(server, grpc_api.Publisher(topics, subs), grpc_api.Subscriber(subs, delivery))
+        publisher, subscriber = grpc_api.Publisher(topics, subs), grpc_api.Subscriber(subs, delivery)
+        grpc_api.add_to_server(server, publisher, subscriber)
         self.port = server.add_insecure_port(f"{s.host}:{s.port}")
         if self.port == 0:
             raise OSError(f"cannot listen on {s.host}:{s.port}")
+        peers = GrpcPeers()
+        stack.push_async_callback(peers.close)
+        delivery.connect_peers(s.advertise_address or f"{s.host}:{self.port}", peers)
         await server.start()
         self._server = server
         stack.push_async_callback(server.stop, s.shutdown_grace_seconds)
+        app = rest.create_app({
+            "google.pubsub.v1.Publisher": publisher, "google.pubsub.v1.Subscriber": subscriber,
+        })
+        push = PushManager(s, store, delivery, admin, producer, config)
+        push.add_routes(app)  # the key set of push tokens, on the REST port
+        rest_server = await stack.enter_async_context(
+            rest.RestServer(app, s.host, s.rest_port, s.shutdown_grace_seconds)
+        )
+        self.rest_port = rest_server.port
+        stack.push_async_callback(push.stop)
+        await push.start(self.rest_port)
         stack.callback(delivery.close_streams)  # first on the way out: streams end UNAVAILABLE
 
     async def stop(self) -> None:

@@ -24,6 +24,7 @@ class SettingsError(ValueError):
 class Settings:
     host: str = "127.0.0.1"
     port: int = 8085
+    rest_port: int = 8086
     kafka_bootstrap: str | None = None
     kafka_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
     kafka_data_dir: Path | None = None
@@ -38,11 +39,19 @@ class Settings:
     checkpoint_interval_seconds: float = 1.0
     shutdown_grace_seconds: float = 5.0
     stream_max_seconds: float = 1800.0
+    advertise_address: str = ""
+    push_max_outstanding: int = 1000
+    push_max_connections: int = 100
+    push_auth_issuer: str = ""
+    push_auth_key_file: Path | None = None
+    push_auth_key_rotation_hours: float = 24.0
     log_level: str = "INFO"
 
     def validate(self) -> Settings:
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"--port must be 0..65535, got {self.port}")
+        if not 0 <= self.rest_port <= 65535:
+            raise SettingsError(f"--rest-port must be 0..65535, got {self.rest_port}")
         if not 0 <= self.kafka_port <= 65535:
             raise SettingsError(f"--kafka-port must be 0..65535, got {self.kafka_port}")
         if self.default_partitions < 1:
@@ -69,9 +78,20 @@ class Settings:
             raise SettingsError(
                 "--internal-prefix may hold only letters, digits, '.', '_', '-' and must not end in '_'"
             )
+        self._validate_push()
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         return self
+
+    def _validate_push(self) -> None:
+        if self.push_max_outstanding < 1:
+            raise SettingsError("--push-max-outstanding must be at least 1")
+        if self.push_max_connections < 1:
+            raise SettingsError("--push-max-connections must be at least 1")
+        if self.push_auth_issuer and not self.push_auth_issuer.startswith(("http://", "https://")):
+            raise SettingsError("--push-auth-issuer must be an http(s) URL")
+        if self.push_auth_key_rotation_hours < 1:
+            raise SettingsError("--push-auth-key-rotation-hours must be at least 1")
 
     def masked(self) -> dict[str, object]:
         """The settings as a dict fit for a log line: secret Kafka options are masked."""
@@ -104,6 +124,8 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p = parser.add_argument
     p("--host", default=default("host"), help="address to listen on (default 127.0.0.1)")
     p("--port", type=int, default=default("port"), help="gRPC port (default 8085; 0 picks one)")
+    p("--rest-port", type=int, default=default("rest_port"),
+      help="REST/JSON port (default 8086; 0 picks one)")
     p(
         "--kafka-bootstrap",
         default=default("kafka_bootstrap"),
@@ -128,8 +150,19 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--idle-subscription-seconds", type=float, default=default("idle_subscription_seconds"))
     p("--checkpoint-interval-seconds", type=float, default=default("checkpoint_interval_seconds"))
     p("--shutdown-grace-seconds", type=float, default=default("shutdown_grace_seconds"))
+    p("--advertise-address", default=default("advertise_address"),
+      help="HOST:PORT where other gateway processes reach this one (default: --host:--port)")
     p("--stream-max-seconds", type=float, default=default("stream_max_seconds"),
       help="StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect")
+    p("--push-max-outstanding", type=int, default=default("push_max_outstanding"),
+      help="largest push window: pushes outstanding per subscription and process (default 1000)")
+    p("--push-max-connections", type=int, default=default("push_max_connections"),
+      help="HTTP connections to push endpoints, all subscriptions together (default 100)")
+    p("--push-auth-issuer", default=default("push_auth_issuer"),
+      help="`iss` of push tokens and base URL of their key set (default http://HOST:REST-PORT)")
+    p("--push-auth-key-file", type=Path, default=default("push_auth_key_file"),
+      help="PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)")
+    p("--push-auth-key-rotation-hours", type=float, default=default("push_auth_key_rotation_hours"))
     p("--log-level", default=default("log_level"))
 
 
@@ -139,6 +172,7 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
     return Settings(
         host=str(ns.host),
         port=int(ns.port),
+        rest_port=int(ns.rest_port),
         kafka_bootstrap=ns.kafka_bootstrap or None,
         kafka_config=_parse_kafka_config(ns.kafka_config),
         kafka_data_dir=Path(data_dir) if data_dir else None,
@@ -153,5 +187,11 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         checkpoint_interval_seconds=float(ns.checkpoint_interval_seconds),
         shutdown_grace_seconds=float(ns.shutdown_grace_seconds),
         stream_max_seconds=float(ns.stream_max_seconds),
+        advertise_address=str(ns.advertise_address or ""),
+        push_max_outstanding=int(ns.push_max_outstanding),
+        push_max_connections=int(ns.push_max_connections),
+        push_auth_issuer=str(ns.push_auth_issuer or ""),
+        push_auth_key_file=Path(ns.push_auth_key_file) if ns.push_auth_key_file else None,
+        push_auth_key_rotation_hours=float(ns.push_auth_key_rotation_hours),
         log_level=str(ns.log_level).upper(),
     ).validate()

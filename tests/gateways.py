@@ -28,20 +28,22 @@ class GatewayProcess:
         self.extra = list(extra)
         self.proc: subprocess.Popen[bytes] | None = None
         self.address = ""
+        self.rest_address = ""
         self._starts = 0
 
     def start(self) -> GatewayProcess:
         self._starts += 1
         log_path = self.log_dir / f"gateway-{self.prefix}-{self._starts}.log"
         cmd = [
-            sys.executable, "-m", "gateway", "serve", "--port", "0",
+            sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0",
             "--kafka-bootstrap", self.bootstrap, "--internal-prefix", self.prefix,
             "--session-timeout-ms", "6000", "--checkpoint-interval-seconds", "0.5",
             "--pull-max-wait-seconds", "2", "--log-level", "INFO", *self.extra,
         ]
         with open(log_path, "wb") as log_file:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
-        self.address = _await_ready(self.proc, log_path)
+        ready = _await_ready_fields(self.proc, log_path)
+        self.address, self.rest_address = ready["grpc"], ready.get("rest", "")
         return self
 
     def kill(self) -> None:
@@ -62,15 +64,20 @@ class GatewayProcess:
 
 
 def _await_ready(proc: subprocess.Popen[bytes], log_path: Path) -> str:
+    return _await_ready_fields(proc, log_path)["grpc"]
+
+
+def _await_ready_fields(proc: subprocess.Popen[bytes], log_path: Path) -> dict[str, str]:
+    """The NAME=ADDRESS fields of the READY line (grpc, rest, kafka)."""
     assert proc.stdout is not None
-    found: list[str] = []
+    found: list[dict[str, str]] = []
 
     def read(stream: IO[bytes]) -> None:
         with stream:
             for raw in stream:
                 line = raw.decode(errors="replace")
                 if line.startswith("READY ") and not found:
-                    found.append(line.split()[1].split("=", 1)[1])
+                    found.append(dict(f.split("=", 1) for f in line.split()[1:] if "=" in f))
 
     threading.Thread(target=read, args=(proc.stdout,), daemon=True).start()
     deadline = time.monotonic() + READY_TIMEOUT

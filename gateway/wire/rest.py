@@ -1,0 +1,231 @@
+"""The REST/JSON wire: every `google.api.http` binding of Publisher and Subscriber, on aiohttp.
+
+Routes come from the protos (rest_routes.py); each request becomes the RPC's request proto
+(rest_json.py) and goes to the very servicer method the gRPC wire calls, with a small context
+whose `abort` raises. Errors leave as Google APIs send them:
+`{"error": {"code": 404, "message": "...", "status": "NOT_FOUND"}}` with that HTTP status.
+The OpenAPI document of the same routes is served at /v1/openapi.json.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, NoReturn
+
+from aiohttp import web
+from google.protobuf import json_format
+from google.rpc import error_details_pb2, status_pb2
+
+from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.errors import Code
+from gateway.wire import openapi, rest_json, rest_routes
+
+log = logging.getLogger(__name__)
+OPENAPI_PATH = "/v1/openapi.json"
+SERVICES = ("Publisher", "Subscriber")
+_DETAILS_KEY = "grpc-status-details-bin"
+_KEEP_TYPES = (error_details_pb2.ErrorInfo,)  # detail types an error may carry, in the pool
+
+Call = Callable[[Any, Any], Any]
+
+
+class Aborted(Exception):
+    """A servicer ended the call with a status (what grpc's `context.abort` does)."""
+
+    def __init__(self, code: Code, message: str, details: Sequence[dict[str, Any]] = ()) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.details = list(details)
+
+
+def _details(metadata: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """The google.rpc.Status details a servicer attached (e.g. exactly-once ErrorInfo), as JSON."""
+    for key, value in metadata:
+        if key == _DETAILS_KEY and isinstance(value, bytes):
+            status = status_pb2.Status.FromString(value)
+            try:
+                return [json_format.MessageToDict(d) for d in status.details]
+            except (TypeError, KeyError, json_format.Error):
+                log.warning("dropping error details of unknown type")
+    return []
+
+
+class CallContext:
+    """The part of grpc.aio.ServicerContext the servicers use, for one HTTP request."""
+
+    def __init__(self) -> None:
+        self.code: Any = None
+        self.details = ""
+        self._trailing: Sequence[tuple[str, Any]] = ()
+
+    async def abort(self, code: Any, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
+        metadata = list(trailing_metadata or ()) + list(self._trailing)
+        raise Aborted(Code[code.name], details, _details(metadata))
+
+    def set_code(self, code: Any) -> None:
+        self.code = code
+
+    def set_details(self, details: str) -> None:
+        self.details = details
+
+    def set_trailing_metadata(self, metadata: Sequence[tuple[str, Any]]) -> None:
+        self._trailing = metadata
+
+    def invocation_metadata(self) -> tuple[()]:
+        return ()
+
+    def time_remaining(self) -> float | None:
+        return None
+
+    def peer(self) -> str:
+        return "rest"
+
+
+async def invoke(call: Call, request: Any) -> Any:
+    """Run one servicer method as the gRPC server would, turning its status into `Aborted`."""
+    context = CallContext()
+    try:
+        result = call(request, context)
+        if inspect.isawaitable(result):
+            result = await result
+    except NotImplementedError:  # the generated base class: set_code(UNIMPLEMENTED) + raise
+        raise Aborted(Code.UNIMPLEMENTED, context.details or "Method not implemented.") from None
+    if context.code is not None and context.code.name != "OK":
+        raise Aborted(Code[context.code.name], context.details)
+    return result
+
+
+def error_response(
+    code: Code, message: str, http_status: int | None = None, details: Sequence[dict[str, Any]] = (),
+    headers: Mapping[str, str] | None = None,
+) -> web.Response:
+    status = http_status or code.http_status
+    error: dict[str, Any] = {"code": status, "message": message, "status": code.name}
+    if details:
+        error["details"] = list(details)
+    return web.Response(
+        status=status, body=json.dumps({"error": error}).encode(), content_type="application/json",
+        charset="utf-8", headers=headers,
+    )
+
+
+class RestApi:
+    """The routes, the servicer methods they call and the OpenAPI document, for one app."""
+
+    def __init__(self, servicers: Mapping[str, object]) -> None:
+        services = [pubsub_pb2.DESCRIPTOR.services_by_name[name] for name in SERVICES]
+        table = rest_routes.routes(services)
+        self.router = rest_routes.Router(table)
+        self.calls: dict[str, Call] = {
+            r.name: getattr(servicers[r.service], r.method.name) for r in table
+        }
+        self.openapi = json.dumps(openapi.document(table), indent=1).encode()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._dispatch(request)
+        except rest_json.BadRequest as err:
+            return error_response(Code.INVALID_ARGUMENT, err.message)
+        except Aborted as err:
+            return error_response(err.code, err.message, details=err.details)
+        except rest_routes.NoRoute as err:
+            if not err.allowed:
+                return error_response(Code.NOT_FOUND, err.message)
+            return error_response(Code.UNIMPLEMENTED, err.message, http_status=405,
+                                  headers={"Allow": ", ".join(err.allowed)})
+        except Exception:
+            log.exception("%s %s failed", request.method, request.rel_url.raw_path)
+            return error_response(Code.INTERNAL, "The request failed inside the gateway.")
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        raw_path = request.rel_url.raw_path
+        if raw_path == OPENAPI_PATH:
+            if request.method != "GET":
+                raise rest_routes.NoRoute(raw_path, request.method, ("GET",))
+            return web.Response(body=self.openapi, content_type="application/json", charset="utf-8")
+        route, values = self.router.match(request.method, raw_path)
+        query = list(request.query.items())
+        out = rest_json.output_options(query)
+        body = await _read_body(request)
+        message = rest_json.build_request(route, values, query, body)
+        result = await invoke(self.calls[route.name], message)
+        return web.Response(body=rest_json.render(result, out), content_type="application/json",
+                            charset="utf-8")
+
+
+async def _read_body(request: web.Request) -> bytes:
+    too_large = rest_json.BadRequest(
+        f"Request payload size exceeds the limit: {rest_json.MAX_BODY} bytes."
+    )
+    if request.content_length is not None and request.content_length > rest_json.MAX_BODY:
+        raise too_large
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise too_large from None
+
+
+API_KEY = web.AppKey("rest_api", RestApi)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own refusals (a path its router cannot even match, ...) in the same envelope."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = Code.NOT_FOUND if exc.status == 404 else Code.INVALID_ARGUMENT
+        return error_response(code, exc.reason, http_status=exc.status)
+
+
+def create_app(servicers: Mapping[str, object]) -> web.Application:
+    """The aiohttp application; `servicers` maps full service names to servicer instances."""
+    app = web.Application(client_max_size=rest_json.MAX_BODY, middlewares=[_json_errors])
+    api = RestApi(servicers)
+    app[API_KEY] = api
+    handler: Handler = api.handle
+    app.router.add_route("*", r"/{path:[\s\S]*}", handler)  # every path, newlines included
+    return app
+
+
+class RestServer:
+    """The REST app on its own port; `stop()` is aiohttp's runner cleanup (idempotent)."""
+
+    def __init__(self, app: web.Application, host: str, port: int, grace_seconds: float) -> None:
+        self._app = app
+        self._host = host
+        self._requested_port = port
+        self._grace = grace_seconds
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=self._grace)
+        await runner.setup()
+        self._runner = runner
+        site = web.TCPSite(runner, self._host, self._requested_port)
+        await site.start()
+        self.port = int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    async def __aenter__(self) -> RestServer:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,287 @@
+"""Requests from HTTP (path, query, JSON body) and JSON responses, per the proto3 JSON mapping.
+
+The conversion itself is protobuf's `json_format`. Two things are added around it: a shape
+check of the body that refuses what `json_format` would silently accept (a list where a message
+belongs, a float or a boolean as an enum, base64 with characters outside the alphabet), and the
+binding of query parameters to the request fields that neither the path nor the body carry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from gateway.wire.rest_routes import Route
+
+MAX_BODY = 10 * 1024 * 1024  # Pub/Sub accepts HTTP bodies up to 10 MiB
+MAX_DEPTH = 64
+MAX_DETAIL = 400  # parser messages can quote whole values; keep errors short
+IGNORED_PARAMS = frozenset({"key", "access_token", "quotaUser", "$.xgafv"})
+OUTPUT_PARAMS = frozenset({"$alt", "alt", "prettyPrint", "$prettyPrint"})
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+_INVALID = "Invalid JSON payload received. "
+
+
+class BadRequest(Exception):
+    """The request cannot be read: INVALID_ARGUMENT, with a message naming the problem."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Output:
+    enum_ints: bool = False
+    pretty: bool = False
+
+
+def _one(query: Iterable[tuple[str, str]], *names: str) -> str | None:
+    found = [v for k, v in query if k in names]
+    if len(found) > 1:
+        raise BadRequest(f"The query parameter {names[0]} is given more than once.")
+    return found[0] if found else None
+
+
+def _flag(name: str, raw: str) -> bool:
+    if raw == "true":
+        return True
+    if raw == "false":
+        return False
+    raise BadRequest(f"Invalid value for {name}: {raw[:40]!r}; want true or false.")
+
+
+def output_options(query: Iterable[tuple[str, str]]) -> Output:
+    """`$alt=json;enum-encoding=int` (or `alt=`) and `prettyPrint` from the query."""
+    query = list(query)
+    alt = _one(query, "$alt", "alt")
+    enum_ints = False
+    if alt is not None:
+        fmt, *params = alt.split(";")
+        if fmt.strip().lower() != "json":
+            raise BadRequest(f"Unsupported alt {alt[:40]!r}: only json is served.")
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip() != "enum-encoding" or value.strip() not in ("int", "string"):
+                raise BadRequest(f"Unsupported alt parameter {param[:40]!r}: try enum-encoding=int.")
+            enum_ints = value.strip() == "int"
+    pretty = _one(query, "prettyPrint", "$prettyPrint")
+    return Output(enum_ints, _flag("prettyPrint", pretty) if pretty is not None else False)
+
+
+def render(message: Message, out: Output) -> bytes:
+    data = json_format.MessageToDict(message, use_integers_for_enums=out.enum_ints)
+    return json.dumps(data, ensure_ascii=False, indent=2 if out.pretty else None).encode()
+
+
+# -- request bodies -----------------------------------------------------------------------------
+
+
+def _no_constants(name: str) -> Any:
+    raise BadRequest(f"{_INVALID}{name} is not valid JSON.")
+
+
+def parse_body(body: bytes) -> Any:
+    """The JSON value of a body; an empty body is `{}`."""
+    if not body.strip():
+        return {}
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_no_constants)
+    except UnicodeDecodeError:
+        raise BadRequest(f"{_INVALID}The body is not UTF-8.") from None
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"{_INVALID}Malformed JSON: {exc}.") from None
+    except RecursionError:
+        raise BadRequest(f"{_INVALID}The JSON is nested too deeply.") from None
+
+
+def _string_form(message: Descriptor) -> bool:
+    """Well-known types that json_format checks itself (Duration, Timestamp, wrappers, ...)."""
+    return message.full_name.startswith("google.protobuf.") and message.full_name != "google.protobuf.Empty"
+
+
+@functools.cache
+def _checked_fields(message: Descriptor) -> tuple[tuple[tuple[str, ...], FieldDescriptor], ...]:
+    """The fields of `message` whose JSON shape json_format checks too loosely, with both names."""
+    out = []
+    for field in message.fields:
+        target = field
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            target = field.message_type.fields_by_name["value"]
+        kind, sub = target.type, target.message_type
+        if kind in (FieldDescriptor.TYPE_ENUM, FieldDescriptor.TYPE_BYTES) or (
+            sub is not None and not _string_form(sub)
+        ):
+            out.append((tuple(dict.fromkeys((field.json_name, field.name))), field))
+    return tuple(out)
+
+
+def check_shape(value: Any, message: Descriptor, path: str, depth: int = 0) -> None:
+    """Refuse JSON that json_format would misread or accept loosely, before it runs."""
+    if not isinstance(value, dict):
+        raise BadRequest(f"{_INVALID}Expected a JSON object at {path}, got {_kind(value)}.")
+    if depth > MAX_DEPTH:
+        raise BadRequest(f"{_INVALID}The JSON is nested too deeply at {path}.")
+    for keys, field in _checked_fields(message):
+        for key in keys:
+            item = value.get(key)
+            if item is not None:
+                _check_field(item, field, f"{path}.{key}", depth)
+
+
+def _check_field(value: Any, field: FieldDescriptor, path: str, depth: int) -> None:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        if not isinstance(value, dict):
+            raise BadRequest(f"{_INVALID}Expected a JSON object (a map) at {path}, got {_kind(value)}.")
+        target = field.message_type.fields_by_name["value"]
+        for key, item in value.items():
+            _check_single(item, target, f"{path}[{key!r}]", depth)
+    elif field.is_repeated:
+        if not isinstance(value, list):
+            raise BadRequest(f"{_INVALID}Expected a JSON array at {path}, got {_kind(value)}.")
+        for i, item in enumerate(value):
+            _check_single(item, field, f"{path}[{i}]", depth)
+    else:
+        _check_single(value, field, path, depth)
+
+
+def _check_single(value: Any, field: FieldDescriptor, path: str, depth: int) -> None:
+    kind = field.type
+    if field.message_type is not None:
+        check_shape(value, field.message_type, path, depth + 1)
+    elif kind == FieldDescriptor.TYPE_ENUM:
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise BadRequest(f"{_INVALID}Expected an enum name or number at {path}, got {_kind(value)}.")
+    elif kind == FieldDescriptor.TYPE_BYTES and not _is_base64(value):
+        raise BadRequest(f"{_INVALID}Invalid base64 at {path}: bytes fields hold base64 text.")
+
+
+def _is_base64(value: Any) -> bool:
+    if not isinstance(value, str) or not _BASE64.fullmatch(value):
+        return False
+    data = value.rstrip("=")
+    padded = len(data) != len(value)
+    return len(data) % 4 != 1 and (not padded or len(value) % 4 == 0)
+
+
+def _kind(value: Any) -> str:
+    names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+# -- binding path, query and body to the request ----------------------------------------------
+
+
+def _parse_into(value: dict[str, Any], message: Message) -> None:
+    try:
+        json_format.ParseDict(value, message)
+    except json_format.ParseError as exc:
+        raise BadRequest(f"{_INVALID}{str(exc)[:MAX_DETAIL]}") from None
+    except (ValueError, TypeError, RecursionError) as exc:  # json_format lets a few through raw
+        raise BadRequest(f"{_INVALID}{str(exc)[:MAX_DETAIL]}") from None
+
+
+def build_request(
+    route: Route, path_values: dict[str, str], query: Iterable[tuple[str, str]], body: bytes
+) -> Message:
+    """The request message of `route` from the request's path values, query and body."""
+    request = route.request_class()
+    desc = route.method.input_type
+    params = [(k, v) for k, v in query if k not in IGNORED_PARAMS and k not in OUTPUT_PARAMS]
+    if route.body == "*":
+        if params:
+            raise BadRequest(
+                f"Cannot bind query parameter {params[0][0]!r}: every field of this method travels "
+                "in the request body."
+            )
+        value = parse_body(body)
+        check_shape(value, desc, desc.name)
+        _parse_into(value, request)
+    elif route.body:
+        wrapped = {route.body: parse_body(body)}
+        check_shape(wrapped, desc, desc.name)
+        _parse_into(wrapped, request)
+    elif body.strip() and parse_body(body) != {}:
+        raise BadRequest(f"{route.http_method} {route.template.text} takes no request body.")
+    if params:
+        _parse_into(_query_fields(desc, params, route), request)
+    for field_path, text in path_values.items():
+        _set_path_field(request, field_path, text)
+    return request
+
+
+
+def _set_path_field(request: Message, field_path: str, text: str) -> None:
+    *parents, leaf = field_path.split(".")
+    target = request
+    for name in parents:
+        target = getattr(target, name)
+    _parse_into({leaf: text}, target)
+
+
+def _query_fields(desc: Descriptor, params: list[tuple[str, str]], route: Route) -> dict[str, Any]:
+    """Query parameters as a JSON object for json_format: `a.b=1&c=x&c=y` -> {a: {b: 1}, c: [x, y]}."""
+    out: dict[str, Any] = {}
+    for key, raw in params:
+        fields = query_field(desc, key)
+        path = ".".join(f.name for f in fields)
+        if any(path == p or path.startswith(p + ".") or p.startswith(path + ".") for p in route.path_fields):
+            raise BadRequest(f"Cannot bind query parameter {key!r}: the path sets {path}.")
+        if route.body and route.body != "*" and fields[0].name == route.body:
+            raise BadRequest(f"Cannot bind query parameter {key!r}: the request body sets {route.body}.")
+        target = out
+        for field in fields[:-1]:
+            target = target.setdefault(field.name, {})
+        leaf = fields[-1]
+        value = _query_value(leaf, raw, key)
+        if leaf.is_repeated:
+            target.setdefault(leaf.name, []).append(value)
+        elif leaf.name in target:
+            raise BadRequest(f"The query parameter {key!r} is given more than once.")
+        else:
+            target[leaf.name] = value
+    return out
+
+
+def query_field(desc: Descriptor, key: str) -> list[FieldDescriptor]:
+    """The fields a query parameter name walks (json or proto names), ending at a scalar one."""
+    fields: list[FieldDescriptor] = []
+    message: Descriptor | None = desc
+    for part in key.split("."):
+        field = None if message is None else _field(message, part)
+        if field is None:
+            raise BadRequest(f"Cannot bind query parameter {key!r}: {desc.full_name} has no such field.")
+        fields.append(field)
+        sub = field.message_type
+        message = sub if sub is not None and not _string_form(sub) and not field.is_repeated else None
+    if not query_bindable(fields[-1]):
+        raise BadRequest(f"Cannot bind query parameter {key!r}: a message field cannot be a parameter.")
+    return fields
+
+
+def query_bindable(field: FieldDescriptor) -> bool:
+    sub = field.message_type
+    return sub is None or (_string_form(sub) and not sub.GetOptions().map_entry
+                           and sub.full_name not in ("google.protobuf.Struct", "google.protobuf.Any"))
+
+
+def _field(message: Descriptor, name: str) -> FieldDescriptor | None:
+    for field in message.fields:
+        if name in (field.json_name, field.name):
+            return field
+    return None
+
+
+def _query_value(field: FieldDescriptor, raw: str, key: str) -> Any:
+    is_bool = field.type == FieldDescriptor.TYPE_BOOL or (
+        field.message_type is not None and field.message_type.full_name == "google.protobuf.BoolValue"
+    )
+    return _flag(key, raw) if is_bool else raw
