@@ -12,6 +12,7 @@ import grpc
 
 from gateway.core.delivery import DeliveryService
 from gateway.core.resources import ResourceStore
+from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
 from gateway.kafka.admin import Admin, check_connection
@@ -66,7 +67,9 @@ class Gateway:
             ("grpc.max_send_message_length", MAX_MESSAGE),
             ("grpc.so_reuseport", 0),
         ])
-        publisher, subscriber = grpc_api.Publisher(topics, subs), grpc_api.Subscriber(subs, delivery)
+        snapshots = SnapshotService(store, admin, producer, config)
+        publisher = grpc_api.Publisher(topics, subs, snapshots)
+        subscriber = grpc_api.Subscriber(subs, delivery, snapshots)
         grpc_api.add_to_server(server, publisher, subscriber)
         self.port = server.add_insecure_port(f"{s.host}:{s.port}")
         if self.port == 0:

@@ -239,13 +239,14 @@ class DeliveryService:
         judged by that process."""
         res = self._subscription(subscription)
         refs = self._parse(res, ack_ids)
+        epoch = int(res.meta.get("epoch", 0))
         if not res.proto.enable_exactly_once_delivery:
-            await self._write(res, commands(refs, seconds), settles=seconds in (None, 0))
+            await self._write(res, commands(refs, seconds, epoch), settles=seconds in (None, 0))
             return
         runner = self._runners.get(res.name)
         local, remote = exactly_once.split(runner, refs)
         valid, failures = exactly_once.judge(runner, local, seconds, now_ms())
-        await self._write(res, commands(valid, seconds), settles=seconds in (None, 0))
+        await self._write(res, commands(valid, seconds, epoch), settles=seconds in (None, 0))
         if remote:
             failures |= await self._forward(res, remote, seconds, forwarded)
         if failures:

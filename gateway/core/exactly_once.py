@@ -26,13 +26,13 @@ SUCCEEDED_IN_FAILED_CALL = "TRANSIENT_FAILURE_RETRY_ALONE"
 HOLD_MS = 10_000  # a valid lease does not expire while its ack is being written
 
 
-def commands(refs: dict[int, list[Ref]], seconds: int | None) -> dict[int, Command]:
+def commands(refs: dict[int, list[Ref]], seconds: int | None, epoch: int) -> dict[int, Command]:
     """The log commands for acks (seconds None) or deadline changes of the given ids."""
     if seconds is None:
-        return {p: Ack(p, tuple(to_ranges(r.offset for _, r in rs))) for p, rs in refs.items() if rs}
+        return {p: Ack(p, tuple(to_ranges(r.offset for _, r in rs)), epoch) for p, rs in refs.items() if rs}
     deadline = now_ms() + seconds * 1000
     return {
-        p: SetDeadline(p, tuple((r.offset, r.generation) for _, r in rs), deadline)
+        p: SetDeadline(p, tuple((r.offset, r.generation) for _, r in rs), deadline, epoch)
         for p, rs in refs.items() if rs
     }
 

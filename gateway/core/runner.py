@@ -21,7 +21,8 @@ from gateway.core.policies import Policies, dead_letter_headers
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.producer import Producer, TransactionalSender
 from gateway.leases import logformat
-from gateway.leases.commands import Ack, Command, Lease, SetDeadline
+from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
+from gateway.leases.fold import fold
 from gateway.leases.ranges import to_ranges
 from gateway.leases.state import PartitionState
 from gateway.translate.records import Record, to_message
@@ -83,6 +84,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
         self.settle_listeners: set[Callable[[int, list[int]], None]] = set()
+        self._seeking: set[int] = set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -122,18 +124,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def _recover(self, p: int, committed: int) -> tuple[PartitionState[Record], set[bytes], int]:
         entries = kafka_consumer.read_to_end(self._config, self.writer.topic, p)
-        state: PartitionState[Record] = PartitionState(p, committed, key_of=self._key_of)
-        folded: set[bytes] = set()
-        now = now_ms()
-        for _offset, key, value in entries:
-            if key is None or value is None:
-                continue
-            try:
-                state.apply(logformat.decode(value), now)
-            except logformat.BadLogRecord:
-                log.exception("%s: skipping unreadable lease-log record %r", self.name, key)
-            if logformat.is_command_key(key):
-                folded.add(key)
+        state, folded = fold(p, committed, ((k, v) for _, k, v in entries), now_ms(), self._key_of)
         log_end = entries[-1][0] + 1 if entries else 0
         return state, folded, log_end
 
@@ -189,7 +180,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     def _add_records(self, records: list[Record]) -> None:
         by_partition: dict[int, list[tuple[int, Record]]] = {}
         for r in records:
-            by_partition.setdefault(r.partition, []).append((r.offset, r))
+            if r.partition not in self._seeking:
+                by_partition.setdefault(r.partition, []).append((r.offset, r))
         now = now_ms()
         for p, items in by_partition.items():
             state = self.states.get(p)
@@ -221,15 +213,31 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         now = now_ms()
         for _topic, p, _offset, key, value in batch:
             state = self.states.get(p)
-            if state is None or key is None or value is None or not logformat.is_command_key(key):
+            if state is None or key is None or value is None:
                 continue
             try:
-                state.apply(logformat.decode(value), now)
+                cmd = logformat.decode(value)
             except logformat.BadLogRecord:
                 log.exception("%s: skipping unreadable lease-log record %r", self.name, key)
                 continue
-            self._folded[p].add(key)
+            if logformat.is_command_key(key):
+                state.apply(cmd, now)
+                self._folded[p].add(key)
+            elif isinstance(cmd, Checkpoint) and cmd.epoch > state.epoch:
+                self._adopt_seek(p, state, cmd, now)
         self._after_change()
+
+    def _adopt_seek(self, p: int, state: PartitionState[Record], cp: Checkpoint, now: int) -> None:
+        """A seek wrote a checkpoint of a new epoch: start over from it."""
+        old = state.epoch
+        state.apply(cp, now)
+        self._folded[p].add(logformat.checkpoint_key(p, old))
+        self._seeking.add(p)  # records fetched before the consumer moves are stale
+        self._fetcher.request_seek({p: state.watermark})
+        log.info("%s: partition %d sought to offset %d (epoch %d)", self.name, p, state.watermark, cp.epoch)
+
+    def on_seeked(self, partitions: list[int]) -> None:
+        self._loop.call_soon_threadsafe(self._seeking.difference_update, partitions)
 
     def apply_local(self, p: int, cmd: Command, key: bytes, settles: bool = False) -> None:
         """Apply a command this process has just written durably to the log.
@@ -358,7 +366,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         cp = state.checkpoint()
         try:
             await self._producer.send(
-                self.writer.topic, [(logformat.checkpoint_key(p), logformat.encode(cp), None)], partition=p
+                self.writer.topic, [(logformat.checkpoint_key(p, cp.epoch), logformat.encode(cp), None)],
+                partition=p,
             )
         except Exception:
             folded.update(keys)

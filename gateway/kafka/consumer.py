@@ -172,6 +172,9 @@ class FetchListener(Protocol):
 
     def wants_records(self) -> bool: ...
 
+    def on_seeked(self, partitions: list[int]) -> None:
+        """The consumer now fetches these partitions from the requested offsets."""
+
 
 class GroupFetcher:
     """A member of a subscription's consumer group: owns partitions, fetches their records."""
@@ -199,6 +202,7 @@ class GroupFetcher:
         self._assigned: set[int] = set()
         self._paused = False
         self._commits: dict[int, int] = {}
+        self._seeks: dict[int, int] = {}
         self._running = True
         self._thread = threading.Thread(target=self._run, name=f"fetch-{group_id}"[:60], daemon=True)
 
@@ -211,6 +215,10 @@ class GroupFetcher:
             [self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         self._thread.start()
+
+    def request_seek(self, offsets: Mapping[int, int]) -> None:
+        """Fetch these partitions from these offsets from now on (from the fetcher's thread)."""
+        self._seeks = {**self._seeks, **offsets}
 
     def request_commit(self, offsets: Mapping[int, int]) -> None:
         """Commit these offsets soon (from the fetcher's thread)."""
@@ -261,9 +269,25 @@ class GroupFetcher:
         except confluent_kafka.KafkaException as exc:
             log.info("commit of %s skipped: %s", self._topic, exc)
 
+    def _seek(self, offsets: Mapping[int, int]) -> None:
+        done = []
+        for p, offset in offsets.items():
+            if p in self._assigned:
+                try:
+                    self._consumer.seek(TopicPartition(self._topic, p, offset))
+                except confluent_kafka.KafkaException as exc:
+                    log.warning("seek of %s[%d] to %d failed, retrying: %s", self._topic, p, offset, exc)
+                    self._seeks.setdefault(p, offset)
+                    continue
+            done.append(p)
+        self._listener.on_seeked(done)
+
     def _run(self) -> None:
         consumer = self._consumer
         while self._running:
+            if self._seeks:
+                seeks, self._seeks = self._seeks, {}
+                self._seek(seeks)
             if self._commits:
                 commits, self._commits = self._commits, {}
                 self._commit(commits, asynchronous=True)

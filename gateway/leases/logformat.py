@@ -1,6 +1,6 @@
 """The lease/ack log's record format (documented in docs/lease-log.md).
 
-Keys are ASCII: `s.<partition>` for a partition's checkpoint (one live key per partition) and
+Keys are ASCII: `s.<partition>.<epoch>` for a partition's checkpoint (one live key per partition) and
 `e.<partition>.<writer>.<seq>` for a command not yet folded into a checkpoint; the owner
 tombstones folded command keys, so once all is acked the log holds one live key per partition.
 Values are compact JSON objects, so that Spark SQL's `from_json` can decode them without a UDF:
@@ -26,8 +26,14 @@ class BadLogRecord(ValueError):
     """A log value this version cannot read."""
 
 
-def checkpoint_key(partition: int) -> bytes:
-    return f"s.{partition}".encode()
+def checkpoint_key(partition: int, epoch: int = 0) -> bytes:
+    """One live key per partition and epoch; a seek starts a new epoch under a new key, so a
+    late checkpoint of the old epoch can never replace it in compaction."""
+    return f"s.{partition}.{epoch}".encode()
+
+
+def is_checkpoint_key(key: bytes) -> bool:
+    return key.startswith(b"s.")
 
 
 def command_key(partition: int, writer: str, seq: int) -> bytes:

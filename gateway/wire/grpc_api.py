@@ -20,10 +20,11 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
 from gateway.core import exactly_once
 from gateway.core.delivery import Delivery, DeliveryService
+from gateway.core.snapshots import SnapshotService, check_seek_target
 from gateway.core.streams import Confirmation, StreamSession, check_modacks
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
-from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument, Unimplemented
+from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
 from gateway.translate import records
 from gateway.translate.limits import OutgoingMessage
 from gateway.wire.peers import DETAILS_KEY, FORWARDED
@@ -89,9 +90,11 @@ def _mask(request: Any) -> list[str]:
 
 
 class Publisher(pb_grpc.PublisherServicer):
-    def __init__(self, topics: TopicService, subscriptions: SubscriptionService) -> None:
+    def __init__(self, topics: TopicService, subscriptions: SubscriptionService,
+                 snapshots: SnapshotService) -> None:
         self._topics = topics
         self._subs = subscriptions
+        self._snapshots = snapshots
 
     @_guard
     async def CreateTopic(self, request: Any, context: Any) -> Any:
@@ -124,7 +127,8 @@ class Publisher(pb_grpc.PublisherServicer):
     @_guard
     async def ListTopicSnapshots(self, request: Any, context: Any) -> Any:
         self._topics.get(request.topic)
-        return pb.ListTopicSnapshotsResponse()
+        snaps, token = self._snapshots.for_topic(request.topic, request.page_size, request.page_token)
+        return pb.ListTopicSnapshotsResponse(snapshots=snaps, next_page_token=token)
 
     @_guard
     async def DeleteTopic(self, request: Any, context: Any) -> Any:
@@ -138,9 +142,11 @@ class Publisher(pb_grpc.PublisherServicer):
 
 
 class Subscriber(pb_grpc.SubscriberServicer):
-    def __init__(self, subscriptions: SubscriptionService, delivery: DeliveryService) -> None:
+    def __init__(self, subscriptions: SubscriptionService, delivery: DeliveryService,
+                 snapshots: SnapshotService) -> None:
         self._subs = subscriptions
         self._delivery = delivery
+        self._snapshots = snapshots
 
     @_guard
     async def CreateSubscription(self, request: Any, context: Any) -> Any:
@@ -265,27 +271,34 @@ class Subscriber(pb_grpc.SubscriberServicer):
 
     @_guard
     async def GetSnapshot(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("Snapshots are not implemented yet.")
+        return self._snapshots.get(request.snapshot).proto
 
     @_guard
     async def ListSnapshots(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("Snapshots are not implemented yet.")
+        snaps, token = self._snapshots.list_page(request.project, request.page_size, request.page_token)
+        return pb.ListSnapshotsResponse(snapshots=snaps, next_page_token=token)
 
     @_guard
     async def CreateSnapshot(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("Snapshots are not implemented yet.")
+        return await self._snapshots.create(request.name, request.subscription, request.labels)
 
     @_guard
     async def UpdateSnapshot(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("Snapshots are not implemented yet.")
+        return await self._snapshots.update(request.snapshot, _mask(request))
 
     @_guard
     async def DeleteSnapshot(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("Snapshots are not implemented yet.")
+        await self._snapshots.delete(request.snapshot)
+        return empty_pb2.Empty()
 
     @_guard
     async def Seek(self, request: Any, context: Any) -> Any:
-        raise Unimplemented("Seek is not implemented yet.")
+        check_seek_target(request)
+        if request.snapshot:
+            await self._snapshots.seek_to_snapshot(request.subscription, request.snapshot)
+        else:
+            await self._snapshots.seek_to_time(request.subscription, request.time.ToMilliseconds())
+        return pb.SeekResponse()
 
 
 async def _outcome(call: Awaitable[None]) -> dict[str, str]:

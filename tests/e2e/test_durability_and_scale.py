@@ -180,7 +180,7 @@ def test_lease_log_compacts_to_one_key_per_partition(
             latest[m.key()] = m.value()
     consumer.close()
     live = sorted(k for k, v in latest.items() if v is not None)
-    assert live == [b"s.0", b"s.1", b"s.2"], f"live keys after all acked: {live[:10]}"
+    assert live == [b"s.0.0", b"s.1.0", b"s.2.0"], f"live keys after all acked: {live[:10]}"
     # The group's committed offsets are the end of the topic: Kafka tools show zero lag.
     groups = admin.list_consumer_groups().result(30).valid
     (group,) = [g.group_id for g in groups if g.group_id.startswith(f"{prefix}.{subscription}.")]

@@ -184,7 +184,8 @@ def test_decode_total_on_json_objects(body: dict[str, object]) -> None:
 
 
 def test_keys() -> None:
-    assert logformat.checkpoint_key(3) == b"s.3"
+    assert logformat.checkpoint_key(3) == b"s.3.0"
+    assert logformat.checkpoint_key(3, 2) == b"s.3.2"
     assert logformat.command_key(1, "w-1", 5) == b"e.1.w-1.5"
     assert logformat.is_command_key(logformat.command_key(0, "w", 0))
     assert not logformat.is_command_key(logformat.checkpoint_key(0))

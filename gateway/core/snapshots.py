@@ -1,0 +1,151 @@
+"""Snapshots and Seek.
+
+A snapshot captures a subscription's exact ack state: per partition the watermark and the
+acked ranges above it, folded from the lease/ack log (so every confirmed ack is in it). It is
+stored with the other resources. Seek starts a new epoch of the subscription: a checkpoint of
+the new epoch is written to every log partition (from the snapshot, or at the offsets Kafka
+finds for a time), the partition owners adopt it, move their consumers and forget leases of the
+old epoch. Seeking to a time before what Kafka still retains cannot bring deleted records back:
+the subscription then starts at the oldest record Kafka has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.core import masks
+from gateway.core.paging import page
+from gateway.core.resources import Resource, ResourceStore
+from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from gateway.kafka import consumer as kafka_consumer
+from gateway.kafka.admin import Admin
+from gateway.kafka.producer import Producer
+from gateway.leases import logformat
+from gateway.leases.commands import Checkpoint
+from gateway.leases.fold import fold
+from gateway.translate import names
+
+log = logging.getLogger(__name__)
+SNAPSHOT_LIFETIME_S = 7 * 24 * 3600
+UPDATABLE = {"labels", "expire_time"}
+PartitionAcks = dict[str, Any]  # {"w": watermark, "acked": [[start, end], ...]}
+
+
+class SnapshotService:
+    def __init__(self, store: ResourceStore, admin: Admin, producer: Producer,
+                 kafka_config: dict[str, Any]) -> None:
+        self._store = store
+        self._admin = admin
+        self._producer = producer
+        self._config = kafka_config
+
+    def get(self, name: str) -> Resource:
+        names.snapshot(name)
+        res = self._store.get("snapshot", name)
+        if res is None:
+            raise NotFound(f"Snapshot does not exist (resource={name})")
+        return res
+
+    def _subscription(self, name: str) -> Resource:
+        names.subscription(name)
+        res = self._store.get("subscription", name)
+        if res is None:
+            raise NotFound(f"Subscription does not exist (resource={name})")
+        return res
+
+    async def create(self, name: str, subscription: str, labels: Any) -> Any:
+        names.snapshot(name)
+        sub = self._subscription(subscription)
+        if self._store.get("snapshot", name) is not None:
+            raise AlreadyExists(f"Snapshot already exists: {name}")
+        if sub.proto.topic == names.DELETED_TOPIC:
+            raise FailedPrecondition(f"The topic of {subscription} was deleted.")
+        acks = await self._capture(sub)
+        proto = pubsub_pb2.Snapshot(name=name, topic=sub.proto.topic, labels=labels)
+        proto.expire_time.FromSeconds(int(time.time()) + SNAPSHOT_LIFETIME_S)
+        meta = {"kafka_topic": sub.meta["kafka_topic"], "partitions": acks}
+        stored = await self._store.create(Resource("snapshot", name, proto, meta))
+        return stored.proto
+
+    async def _capture(self, sub: Resource) -> dict[str, PartitionAcks]:
+        """Every partition's ack state, folded from the whole log (every confirmed ack is there)."""
+        def read(p: int) -> PartitionAcks:
+            entries = kafka_consumer.read_to_end(self._config, sub.meta["log_topic"], p)
+            state, _ = fold(p, 0, ((k, v) for _, k, v in entries), int(time.time() * 1000), _no_key)
+            return {"w": state.watermark, "acked": [list(r) for r in state.acked]}
+
+        parts = range(int(sub.meta["partitions"]))
+        captured = await asyncio.gather(*(asyncio.to_thread(read, p) for p in parts))
+        return {str(p): acks for p, acks in zip(parts, captured, strict=True)}
+
+    async def update(self, snapshot: Any, mask: Sequence[str]) -> Any:
+        res = self.get(snapshot.name)
+        proto = pubsub_pb2.Snapshot()
+        proto.CopyFrom(res.proto)
+        masks.apply(snapshot, proto, mask, UPDATABLE)
+        stored = await self._store.update(Resource("snapshot", res.name, proto, res.meta))
+        return stored.proto
+
+    async def delete(self, name: str) -> None:
+        self.get(name)
+        await self._store.delete("snapshot", name)
+
+    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+        names.project_name(project)
+        chunk, token = page(self._store.names("snapshot", project + "/snapshots/"), page_size, page_token)
+        found = (self._store.get("snapshot", n) for n in chunk)
+        return [r.proto for r in found if r is not None], token
+
+    def for_topic(self, topic: str, page_size: int, page_token: str) -> tuple[list[str], str]:
+        return page(sorted(r.name for r in self._store.all("snapshot") if r.proto.topic == topic),
+                    page_size, page_token)
+
+    # -- Seek --------------------------------------------------------------------------------
+
+    async def seek_to_time(self, subscription: str, when_ms: int) -> None:
+        sub = self._subscription(subscription)
+        parts = int(sub.meta["partitions"])
+        offsets = await self._admin.offsets_for_time(sub.meta["kafka_topic"], parts, when_ms)
+        await self._start_epoch(sub, {p: (o, ()) for p, o in offsets.items()})
+
+    async def seek_to_snapshot(self, subscription: str, snapshot: str) -> None:
+        sub = self._subscription(subscription)
+        snap = self.get(snapshot)
+        if snap.proto.topic != sub.proto.topic or snap.meta["kafka_topic"] != sub.meta["kafka_topic"]:
+            raise FailedPrecondition(
+                f"Snapshot {snapshot} belongs to topic {snap.proto.topic}, not to the topic of "
+                f"{subscription}."
+            )
+        acks = snap.meta["partitions"]
+        await self._start_epoch(sub, {
+            int(p): (int(a["w"]), tuple((int(s), int(e)) for s, e in a["acked"])) for p, a in acks.items()
+        })
+
+    async def _start_epoch(
+        self, sub: Resource, state: dict[int, tuple[int, tuple[tuple[int, int], ...]]]
+    ) -> None:
+        epoch = int(sub.meta.get("epoch", 0)) + 1
+        await self._store.update(Resource("subscription", sub.name, sub.proto, {**sub.meta, "epoch": epoch}))
+        await asyncio.gather(*(
+            self._producer.send(sub.meta["log_topic"], [(
+                logformat.checkpoint_key(p, epoch),
+                logformat.encode(Checkpoint(p, watermark, acked, (), (), epoch)),
+                None,
+            )], partition=p)
+            for p, (watermark, acked) in state.items()
+        ))
+        log.info("%s: sought (epoch %d)", sub.name, epoch)
+
+
+def check_seek_target(request: Any) -> None:
+    if not request.HasField("time") and not request.snapshot:
+        raise InvalidArgument("Seek needs a time or a snapshot.")
+
+
+def _no_key(_: object) -> None:
+    """Snapshots record acks only; ordering keys play no part."""
