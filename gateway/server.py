@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 
 from gateway.core.delivery import DeliveryService
+from gateway.core.expiration import Janitor
 from gateway.core.resources import ResourceStore
 from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
@@ -51,8 +52,8 @@ class Gateway:
         admin = Admin(config, s.replication_factor)
         producer = Producer(config)
         await stack.enter_async_context(producer)
-        store = ResourceStore(admin, producer, config, names.internal_topic(s.internal_prefix, "resources"),
-                              s.replication_factor)
+        resource_topic = names.internal_topic(s.internal_prefix, "resources")
+        store = ResourceStore(admin, producer, config, resource_topic, s.replication_factor)
         await store.start()
         stack.push_async_callback(store.stop)
         topics = TopicService(s, store, admin, producer)
@@ -68,6 +69,10 @@ class Gateway:
             ("grpc.so_reuseport", 0),
         ])
         snapshots = SnapshotService(store, admin, producer, config)
+        janitor = Janitor(store, subs.delete, config, f"{s.internal_prefix}.janitor", resource_topic,
+                          s.session_timeout_ms, s.expiration_check_seconds)
+        await janitor.start()
+        stack.push_async_callback(janitor.stop)
         publisher = grpc_api.Publisher(topics, subs, snapshots)
         subscriber = grpc_api.Subscriber(subs, delivery, snapshots)
         grpc_api.add_to_server(server, publisher, subscriber)

@@ -40,6 +40,8 @@ class Settings:
     shutdown_grace_seconds: float = 5.0
     stream_max_seconds: float = 1800.0
     advertise_address: str = ""
+    expiration_check_seconds: float = 60.0
+    min_expiration_ttl_seconds: int = 86_400
     push_max_outstanding: int = 1000
     push_max_connections: int = 100
     push_auth_issuer: str = ""
@@ -68,6 +70,10 @@ class Settings:
             raise SettingsError("--idle-subscription-seconds must be at least 1")
         if self.shutdown_grace_seconds < 0:
             raise SettingsError("--shutdown-grace-seconds must not be negative")
+        if self.expiration_check_seconds <= 0 or self.min_expiration_ttl_seconds < 1:
+            raise SettingsError(
+                "--expiration-check-seconds and --min-expiration-ttl-seconds must be positive"
+            )
         if self.stream_max_seconds < 1:
             raise SettingsError("--stream-max-seconds must be at least 1")
         if self.kafka_heap_mb < 128:
@@ -150,6 +156,10 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--idle-subscription-seconds", type=float, default=default("idle_subscription_seconds"))
     p("--checkpoint-interval-seconds", type=float, default=default("checkpoint_interval_seconds"))
     p("--shutdown-grace-seconds", type=float, default=default("shutdown_grace_seconds"))
+    p("--expiration-check-seconds", type=float, default=default("expiration_check_seconds"),
+      help="how often the elected process looks for expired subscriptions")
+    p("--min-expiration-ttl-seconds", type=int, default=default("min_expiration_ttl_seconds"),
+      help="smallest expiration_policy.ttl accepted (the API's is 1 day; lower it only for tests)")
     p("--advertise-address", default=default("advertise_address"),
       help="HOST:PORT where other gateway processes reach this one (default: --host:--port)")
     p("--stream-max-seconds", type=float, default=default("stream_max_seconds"),
@@ -188,6 +198,8 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         shutdown_grace_seconds=float(ns.shutdown_grace_seconds),
         stream_max_seconds=float(ns.stream_max_seconds),
         advertise_address=str(ns.advertise_address or ""),
+        expiration_check_seconds=float(ns.expiration_check_seconds),
+        min_expiration_ttl_seconds=int(ns.min_expiration_ttl_seconds),
         push_max_outstanding=int(ns.push_max_outstanding),
         push_max_connections=int(ns.push_max_connections),
         push_auth_issuer=str(ns.push_auth_issuer or ""),

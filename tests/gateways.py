@@ -30,10 +30,12 @@ class GatewayProcess:
         self.address = ""
         self.rest_address = ""
         self._starts = 0
+        self.log_paths: list[Path] = []
 
     def start(self) -> GatewayProcess:
         self._starts += 1
-        log_path = self.log_dir / f"gateway-{self.prefix}-{self._starts}.log"
+        log_path = self.log_dir / f"gateway-{self.prefix}-{id(self):x}-{self._starts}.log"
+        self.log_paths.append(log_path)
         cmd = [
             sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0",
             "--kafka-bootstrap", self.bootstrap, "--internal-prefix", self.prefix,

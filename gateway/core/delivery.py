@@ -18,6 +18,7 @@ from typing import Any
 
 from gateway.core import exactly_once, peers, policies
 from gateway.core.exactly_once import Ref, commands
+from gateway.core.expiration import ActivityRecorder
 from gateway.core.policies import Policies
 from gateway.core.resources import Resource, ResourceStore
 from gateway.core.runner import LogWriter, SubscriptionRunner, now_ms
@@ -55,6 +56,7 @@ class DeliveryService:
         self._admin = admin
         self._peers: peers.Peers | None = None
         self.address = ""  # where peers reach this process (set once the server listens)
+        self._activity = ActivityRecorder(store)
         store.subscribe(self._on_resource_change)
 
     def connect_peers(self, address: str, transport: peers.Peers) -> None:
@@ -162,6 +164,7 @@ class DeliveryService:
             raise FailedPrecondition(f"Subscription is detached (resource={subscription})")
         runner = await self._runner(res)
         runner.touch()
+        self._activity.touch(res)
         deadline_s = res.proto.ack_deadline_seconds or limits.DEFAULT_ACK_DEADLINE
         loop = asyncio.get_running_loop()
         end = loop.time() + min(wait_seconds, self._settings.pull_max_wait_seconds)
@@ -239,6 +242,7 @@ class DeliveryService:
         judged by that process."""
         res = self._subscription(subscription)
         refs = self._parse(res, ack_ids)
+        self._activity.touch(res)
         epoch = int(res.meta.get("epoch", 0))
         if not res.proto.enable_exactly_once_delivery:
             await self._write(res, commands(refs, seconds, epoch), settles=seconds in (None, 0))
@@ -291,6 +295,7 @@ class DeliveryService:
         if deadline_seconds == 0:
             raise InvalidArgument("stream_ack_deadline_seconds is required in the first request.")
         runner = await self._runner(res)
+        self._activity.touch(res)
         session = StreamSession(self, res, runner, deadline_seconds, max_messages, max_bytes,
                                 self._settings.stream_max_seconds)
         self._streams.add(session)

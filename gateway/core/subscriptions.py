@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -49,7 +50,7 @@ def _seconds(d: duration_pb2.Duration) -> float:
     return d.seconds + d.nanos / 1e9
 
 
-def validate(sub: Any) -> None:
+def validate(sub: Any, min_ttl_seconds: int = DAY) -> None:
     """Field checks shared by create and update (all before any write)."""
     sub.ack_deadline_seconds = limits.ack_deadline(sub.ack_deadline_seconds)
     if sub.HasField("message_retention_duration"):
@@ -77,8 +78,9 @@ def validate(sub: Any) -> None:
         if not (0 <= lo <= 600 and 0 <= hi <= 600 and lo <= hi):
             raise InvalidArgument("Invalid retry_policy: backoffs must be 0..600 s, minimum <= maximum.")
     policy = sub.expiration_policy
-    if sub.HasField("expiration_policy") and policy.HasField("ttl") and _seconds(policy.ttl) < DAY:
-        raise InvalidArgument("Invalid expiration_policy.ttl: the minimum is 1 day.")
+    has_ttl = sub.HasField("expiration_policy") and policy.HasField("ttl")
+    if has_ttl and _seconds(policy.ttl) < min_ttl_seconds:
+        raise InvalidArgument(f"Invalid expiration_policy.ttl: the minimum is {min_ttl_seconds} s (1 day).")
     filters.parse(sub.filter)  # INVALID_ARGUMENT naming the position of a syntax error
     if sub.push_config.push_endpoint and not sub.push_config.push_endpoint.startswith(
         ("http://", "https://")
@@ -106,7 +108,7 @@ class SubscriptionService:
         names.topic(request.topic)
         sub = pubsub_pb2.Subscription()
         sub.CopyFrom(request)
-        validate(sub)
+        validate(sub, self._settings.min_expiration_ttl_seconds)
         if not sub.HasField("expiration_policy"):
             sub.expiration_policy.ttl.seconds = 31 * DAY
         if self._store.get("subscription", name) is not None:
@@ -128,13 +130,14 @@ class SubscriptionService:
             "partitions": partitions,
             "log_topic": names.internal_topic(self._settings.internal_prefix, "acks", name, uid),
             "group_id": f"{self._settings.internal_prefix}.{name}.{uid}",
+            "created_ms": int(time.time() * 1000),
         }
         await self._admin.create_topic(meta["log_topic"], partitions, LOG_TOPIC_CONFIG)
         try:
             ends = await self._admin.end_offsets(kafka_topic, partitions)
             await asyncio.gather(*(
                 self._producer.send(meta["log_topic"], [(
-                    logformat.checkpoint_key(p),
+                    logformat.checkpoint_key(p, 0),
                     logformat.encode(Checkpoint(p, end, (), (), ())),
                     None,
                 )], partition=p)
@@ -153,7 +156,7 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         masks.apply(request, proto, mask, UPDATABLE)
-        validate(proto)
+        validate(proto, self._settings.min_expiration_ttl_seconds)
         stored = await self._store.update(Resource("subscription", res.name, proto, res.meta))
         return stored.proto
 
@@ -197,5 +200,5 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         proto.push_config.CopyFrom(push_config)
-        validate(proto)
+        validate(proto, self._settings.min_expiration_ttl_seconds)
         await self._store.update(Resource("subscription", name, proto, res.meta))

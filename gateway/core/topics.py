@@ -61,13 +61,15 @@ class TopicService:
             existing = await self._admin.partitions(kafka)
             if existing is None:
                 await self._admin.create_topic_retrying(
-                    kafka, partitions, {"max.message.bytes": str(MAX_MESSAGE_BYTES)}
+                    kafka, partitions, {"max.message.bytes": str(MAX_MESSAGE_BYTES), **_retention(topic)}
                 )
             else:
                 partitions = existing  # left over from an interrupted create: take it on
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(topic)
         proto.state = pubsub_pb2.Topic.State.ACTIVE
+        if adopted and topic.HasField("message_retention_duration"):
+            await self._admin.set_topic_config(kafka, _retention(topic))
         res = Resource("topic", name, proto, {
             "kafka_topic": kafka, "partitions": partitions, "adopted": adopted,
         })
@@ -88,6 +90,9 @@ class TopicService:
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(res.proto)
         masks.apply(topic, proto, mask, UPDATABLE)
+        if "message_retention_duration" in mask:
+            config: dict[str, str | None] = {**_retention(proto)} or {"retention.ms": None}  # default
+            await self._admin.set_topic_config(res.meta["kafka_topic"], config)
         for label in (ADOPT_LABEL, PARTITIONS_LABEL):
             if proto.labels.get(label) != res.proto.labels.get(label):
                 raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
@@ -125,3 +130,18 @@ class TopicService:
         done = await self._producer.send(res.meta["kafka_topic"], out)
         return [records.message_id(p, o) for p, o in done]
 
+
+MIN_RETENTION_S, MAX_RETENTION_S = 600, 31 * 24 * 3600
+
+
+def _retention(topic: Any) -> dict[str, str]:
+    """Kafka's retention.ms for a topic's message_retention_duration (10 minutes to 31 days)."""
+    if not topic.HasField("message_retention_duration"):
+        return {}
+    d = topic.message_retention_duration
+    seconds = d.seconds + d.nanos / 1e9
+    if not MIN_RETENTION_S <= seconds <= MAX_RETENTION_S:
+        raise InvalidArgument(
+            "Invalid message_retention_duration: it must be between 10 minutes and 31 days."
+        )
+    return {"retention.ms": str(int(seconds * 1000))}

@@ -15,8 +15,12 @@ from typing import TypeVar
 import confluent_kafka
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AlterConfigOpType as AlterConfigOpType  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigEntry as ConfigEntry  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigResource as ConfigResource  # type: ignore[attr-defined]
 from confluent_kafka.admin import NewTopic as NewTopic  # type: ignore[attr-defined]
 from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
+from confluent_kafka.admin import ResourceType as ResourceType  # type: ignore[attr-defined]
 
 from gateway.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
 
@@ -76,6 +80,18 @@ class Admin:
                 if loop.time() > end or await self.partitions(name) is not None:
                     raise
                 await asyncio.sleep(0.25)  # marked for deletion: Kafka finishes shortly
+
+    async def set_topic_config(self, name: str, config: Mapping[str, str | None]) -> None:
+        """Set (or, with None, reset to the default) configs of a topic."""
+        entries = [
+            ConfigEntry(k, v, incremental_operation=(
+                AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET))
+            for k, v in config.items()
+        ]
+        resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futures = self._client.incremental_alter_configs([resource])
+        for fut in futures.values():
+            await _await(fut, f"configuring Kafka topic {name}")
 
     async def delete_topic(self, name: str) -> None:
         futures = self._client.delete_topics([name], operation_timeout=TIMEOUT)

@@ -15,13 +15,14 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 import confluent_kafka
-from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
 
 from gateway.translate.records import Record
 
 log = logging.getLogger(__name__)
 Config = Mapping[str, str | int | bool]
 POLL_SECONDS = 0.1
+__all__ = ["OFFSET_END", "FetchListener", "GroupFetcher", "TailReader", "end_offset", "read_to_end"]
 BATCH = 500
 
 

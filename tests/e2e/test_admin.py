@@ -159,3 +159,31 @@ def test_publish_and_subscribe_validation(shared_gateway: GatewayProcess, names:
     time.sleep(0.5)
     resp = sub.pull(subscription=subscription, max_messages=10, timeout=10)
     assert [len(m.message.attributes) for m in resp.received_messages] == [100]
+
+
+def test_topic_retention_is_the_kafka_topics_retention(
+    shared_gateway: GatewayProcess, names: Callable[[str], str], kafka_bootstrap: str
+) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    from gateway.translate.names import kafka_topic_for
+    from gateway.translate.names import topic as topic_name
+
+    pub, sub = clients(shared_gateway)
+    topic = names("topics")
+    pub.create_topic(request={"name": topic, "message_retention_duration": "3600s"})
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+
+    def retention_ms() -> str:
+        resource = ConfigResource("TOPIC", kafka_topic_for(topic_name(topic)))
+        return admin.describe_configs([resource])[resource].result(30)["retention.ms"].value
+
+    assert retention_ms() == "3600000"
+    subscription = names("subscriptions")
+    created = sub.create_subscription(name=subscription, topic=topic)
+    assert created.topic_message_retention_duration.total_seconds() == 3600
+    pub.update_topic(request={"topic": {"name": topic, "message_retention_duration": "7200s"},
+                              "update_mask": field_mask_pb2.FieldMask(paths=["message_retention_duration"])})
+    assert retention_ms() == "7200000"
+    with pytest.raises(exceptions.InvalidArgument, match="message_retention_duration"):
+        pub.create_topic(request={"name": names("topics", "-short"), "message_retention_duration": "300s"})

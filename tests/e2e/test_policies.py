@@ -174,3 +174,31 @@ def test_invalid_filters_are_rejected(shared_gateway: GatewayProcess, names: Cal
     pub.create_topic(name=topic)
     with pytest.raises(exceptions.InvalidArgument, match="filter"):
         sub.create_subscription(request={"name": names("subscriptions"), "topic": topic, "filter": bad})
+
+
+def test_idle_subscription_expires_and_active_or_unset_ones_stay(
+    start_gateway: GatewayFactory, names: Callable[[str], str]
+) -> None:
+    prefix = f"exp{uuid.uuid4().hex[:6]}"
+    settings = ("--min-expiration-ttl-seconds", "2", "--expiration-check-seconds", "0.5")
+    a, b = start_gateway(*settings, prefix=prefix), start_gateway(*settings, prefix=prefix)
+    pub, sub = clients(a)
+    topic = names("topics")
+    pub.create_topic(name=topic)
+    idle, busy, never = names("subscriptions", "-idle"), names("subscriptions", "-busy"), names("subscriptions", "-never")
+    for name in (idle, busy):
+        sub.create_subscription(request={"name": name, "topic": topic, "expiration_policy": {"ttl": "4s"}})
+    sub.create_subscription(request={"name": never, "topic": topic, "expiration_policy": {}})
+    assert not sub.get_subscription(subscription=never).expiration_policy.ttl
+    with pytest.raises(exceptions.InvalidArgument, match="ttl"):
+        sub.create_subscription(request={"name": names("subscriptions", "-short"), "topic": topic,
+                                         "expiration_policy": {"ttl": "1s"}})
+    deadline = time.monotonic() + 9
+    while time.monotonic() < deadline:
+        sub.pull(subscription=busy, max_messages=1, timeout=5)  # activity keeps it alive
+    with pytest.raises(exceptions.NotFound):
+        sub.get_subscription(subscription=idle)
+    assert sub.get_subscription(subscription=busy).name == busy
+    assert sub.get_subscription(subscription=never).name == never
+    log_text = "".join(p.read_text() for gw in (a, b) for p in gw.log_paths)
+    assert log_text.count(f"{idle}: no activity for its TTL") == 1, "exactly one process deleted it"
