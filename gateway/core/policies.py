@@ -55,7 +55,8 @@ def of(sub: Any, dead_letter_kafka_topic: str | None) -> Policies:
 
 def dead_letter_headers(record: Record, subscription: str, deliveries: int) -> Headers:
     """The message's attributes plus where it came from and how often it was delivered."""
-    published = datetime.datetime.fromtimestamp(record.timestamp_ms / 1000, tz=datetime.UTC)
+    published = datetime.datetime.fromtimestamp(record.timestamp_ms // 1000, tz=datetime.UTC)
+    published += datetime.timedelta(milliseconds=record.timestamp_ms % 1000)
     extra: Headers = [
         ("CloudPubSubDeadLetterSourceDeliveryCount", str(deliveries).encode()),
         ("CloudPubSubDeadLetterSourceSubscription", subscription.split("/")[-1].encode()),

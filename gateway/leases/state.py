@@ -48,6 +48,9 @@ class PartitionState(Generic[R]):
         # Dead-letter policy: after this many deliveries a failed message is handed over.
         self.max_attempts: int | None = None
         self._dead: dict[int, bool] = {}  # offset -> being forwarded now
+        # Deliveries that ended only because an earlier message of the key failed: they do not
+        # count as failures of their own toward max_attempts (kept in memory only).
+        self._pulled_back: dict[int, int] = {}
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -140,10 +143,11 @@ class PartitionState(Generic[R]):
             self._ready_set.discard(offset)
             if offset in self.leases or offset not in self.records or offset in self._dead:
                 continue
-            if self.max_attempts and self.attempts.get(offset, 0) >= self.max_attempts:
-                self._dead[offset] = False  # used up its deliveries before a restart
-                continue
             key = self._key(offset)
+            if self.max_attempts and self._failures(offset) >= self.max_attempts:
+                self._dead[offset] = False  # used up its deliveries before a restart
+                self._hold_key(key, offset)
+                continue
             if key is not None:
                 if key not in batch_keys and self._key_leases.get(key):
                     heapq.heappush(self._deferred.setdefault(key, []), offset)
@@ -158,10 +162,13 @@ class PartitionState(Generic[R]):
         return out
 
     def release(self, taken: Iterable[tuple[int, int]]) -> None:
-        """Give back leases that never reached a client (their log write failed)."""
+        """Give back leases that never reached a client (their log write failed, or they did
+        not fit a stream): the delivery did not happen, so it counts as no failure."""
         for offset, gen in taken:
             if self.leases.get(offset, (None,))[0] == gen:
                 self._release(offset)
+                # A new generation next time (this one may be in the log), but no failure.
+                self._pulled_back[offset] = self._pulled_back.get(offset, 0) + 1
 
     def expire(self, now_ms: int) -> int:
         """Release every lease whose deadline has passed; returns how many."""
@@ -286,11 +293,15 @@ class PartitionState(Generic[R]):
             for later in sorted(o for o in held if o > offset and o in self.leases):
                 held.discard(later)  # the rest of the key comes back too, in order
                 del self.leases[later]
+                self._pulled_back[later] = self._pulled_back.get(later, 0) + 1
                 self._requeue(later, None, key)
             self._settle_key(key)
 
+    def _failures(self, offset: int) -> int:
+        return self.attempts.get(offset, 0) - self._pulled_back.get(offset, 0)
+
     def _requeue(self, offset: int, now_ms: int | None, key: bytes | None) -> None:
-        deliveries = self.attempts.get(offset, 0)
+        deliveries = self._failures(offset)
         if now_ms is not None and self.max_attempts and deliveries >= self.max_attempts:
             self._dead[offset] = False
             self._hold_key(key, offset)
@@ -324,6 +335,7 @@ class PartitionState(Generic[R]):
 
     def _forget(self, offset: int) -> None:
         self._dead.pop(offset, None)
+        self._pulled_back.pop(offset, None)
         self._waiting.discard(offset)
         key = self._key(offset)
         if key is not None and key in self._key_leases:

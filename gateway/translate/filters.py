@@ -45,13 +45,15 @@ class Token:
     pos: int
 
 
-def _unquote(literal: str) -> str:
+def _unquote(literal: str, pos: int) -> str:
     def one(m: re.Match[str]) -> str:
         e = m.group(1)
-        if e[0] in "xu":
+        if len(e) > 1 and e[0] in "xu":
             return chr(int(e[1:], 16))
-        if e[0].isdigit():
+        if e[0] in "01234567":
             return chr(int(e, 8))
+        if e[0] in "xu" or e[0].isdigit():
+            raise FilterError(f"invalid escape sequence \\{e}", pos + m.start())
         return _SIMPLE.get(e, e)
 
     return _ESCAPE.sub(one, literal[1:-1])
@@ -123,7 +125,8 @@ class _Parser:
             self.take("op", "(")
             key = self.attribute_key(".")
             self.take("op", ",")
-            prefix = _unquote(self.take("string").text)
+            t = self.take("string")
+            prefix = _unquote(t.text, t.pos)
             self.take("op", ")")
             return lambda a: key in a and a[key].startswith(prefix)
         return self.comparison()
@@ -134,7 +137,11 @@ class _Parser:
         t = self.tok
         if t.kind == "string":
             self.i += 1
-            return _unquote(t.text)
+            return _unquote(t.text, t.pos)
+        nxt = self.toks[min(self.i + 1, len(self.toks) - 1)]
+        if t.text == "-" and nxt.kind == "word" and nxt.pos == t.pos + 1:
+            self.i += 2  # a bare key that starts with '-'
+            return "-" + nxt.text
         return self.take("word").text
 
     def comparison(self) -> Predicate:
@@ -149,7 +156,8 @@ class _Parser:
         if op.text not in ("=", "!="):
             raise FilterError(f"expected '=', '!=' after the key, found {op.text or 'the end'!r}", op.pos)
         self.i += 1
-        value = _unquote(self.take("string").text)
+        t = self.take("string")
+        value = _unquote(t.text, t.pos)
         if op.text == "=":
             return lambda a: a.get(key) == value
         return lambda a: a.get(key) != value
