@@ -17,7 +17,10 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 from google.protobuf import json_format
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import (
+    error_details_pb2,  # noqa: F401  (registers ErrorInfo for error details)
+    status_pb2,
+)
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.errors import Code
@@ -27,7 +30,6 @@ log = logging.getLogger(__name__)
 OPENAPI_PATH = "/v1/openapi.json"
 SERVICES = ("Publisher", "Subscriber")
 _DETAILS_KEY = "grpc-status-details-bin"
-_KEEP_TYPES = (error_details_pb2.ErrorInfo,)  # detail types an error may carry, in the pool
 
 Call = Callable[[Any, Any], Any]
 
@@ -113,6 +115,14 @@ def error_response(
     )
 
 
+def route_error(err: rest_routes.NoRoute) -> web.Response:
+    """404 for a path no method has; 405 (with Allow) for a known path and the wrong method."""
+    if not err.allowed:
+        return error_response(Code.NOT_FOUND, err.message)
+    return error_response(Code.UNIMPLEMENTED, err.message, http_status=405,
+                          headers={"Allow": ", ".join(err.allowed)})
+
+
 class RestApi:
     """The routes, the servicer methods they call and the OpenAPI document, for one app."""
 
@@ -133,10 +143,7 @@ class RestApi:
         except Aborted as err:
             return error_response(err.code, err.message, details=err.details)
         except rest_routes.NoRoute as err:
-            if not err.allowed:
-                return error_response(Code.NOT_FOUND, err.message)
-            return error_response(Code.UNIMPLEMENTED, err.message, http_status=405,
-                                  headers={"Allow": ", ".join(err.allowed)})
+            return route_error(err)
         except Exception:
             log.exception("%s %s failed", request.method, request.rel_url.raw_path)
             return error_response(Code.INTERNAL, "The request failed inside the gateway.")
@@ -174,24 +181,25 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @web.middleware
-async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """aiohttp's own refusals (a path its router cannot even match, ...) in the same envelope."""
-    try:
+async def _serve_api(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Routes others add to the app (the push key set) answer first; every other request is
+    the API's, which routes by the HTTP rules itself."""
+    error = request.match_info.http_exception
+    if error is None:
         return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        code = Code.NOT_FOUND if exc.status == 404 else Code.INVALID_ARGUMENT
-        return error_response(code, exc.reason, http_status=exc.status)
+    if isinstance(error, web.HTTPMethodNotAllowed):
+        allowed = tuple(sorted(error.allowed_methods))
+        return route_error(rest_routes.NoRoute(request.path, request.method, allowed))
+    return await request.app[API_KEY].handle(request)
 
 
 def create_app(servicers: Mapping[str, object]) -> web.Application:
-    """The aiohttp application; `servicers` maps full service names to servicer instances."""
-    app = web.Application(client_max_size=rest_json.MAX_BODY, middlewares=[_json_errors])
-    api = RestApi(servicers)
-    app[API_KEY] = api
-    handler: Handler = api.handle
-    app.router.add_route("*", r"/{path:[\s\S]*}", handler)  # every path, newlines included
+    """The aiohttp application; `servicers` maps full service names to servicer instances.
+
+    The API has no aiohttp routes: requests no route claims reach it through a middleware, so
+    other parts of the gateway may add routes of their own to the app."""
+    app = web.Application(client_max_size=rest_json.MAX_BODY, middlewares=[_serve_api])
+    app[API_KEY] = RestApi(servicers)
     return app
 
 

@@ -28,6 +28,7 @@ IGNORED_PARAMS = frozenset({"key", "access_token", "quotaUser", "$.xgafv"})
 OUTPUT_PARAMS = frozenset({"$alt", "alt", "prettyPrint", "$prettyPrint"})
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
 _INVALID = "Invalid JSON payload received. "
+_NOT_STRINGS = frozenset({"google.protobuf.Struct", "google.protobuf.Any", "google.protobuf.ListValue"})
 
 
 class BadRequest(Exception):
@@ -194,29 +195,30 @@ def build_request(
 ) -> Message:
     """The request message of `route` from the request's path values, query and body."""
     request = route.request_class()
-    desc = route.method.input_type
     params = [(k, v) for k, v in query if k not in IGNORED_PARAMS and k not in OUTPUT_PARAMS]
-    if route.body == "*":
-        if params:
-            raise BadRequest(
-                f"Cannot bind query parameter {params[0][0]!r}: every field of this method travels "
-                "in the request body."
-            )
-        value = parse_body(body)
-        check_shape(value, desc, desc.name)
-        _parse_into(value, request)
-    elif route.body:
-        wrapped = {route.body: parse_body(body)}
-        check_shape(wrapped, desc, desc.name)
-        _parse_into(wrapped, request)
-    elif body.strip() and parse_body(body) != {}:
-        raise BadRequest(f"{route.http_method} {route.template.text} takes no request body.")
+    _bind_body(route, body, request, params)
     if params:
-        _parse_into(_query_fields(desc, params, route), request)
+        _parse_into(_query_fields(route, params), request)
     for field_path, text in path_values.items():
         _set_path_field(request, field_path, text)
     return request
 
+
+def _bind_body(route: Route, body: bytes, request: Message, params: list[tuple[str, str]]) -> None:
+    desc = route.method.input_type
+    if route.body == "*":
+        if params:
+            raise BadRequest(f"Cannot bind query parameter {params[0][0]!r}: every field of this "
+                             "method travels in the request body.")
+        value = parse_body(body)
+    elif route.body:
+        value = {route.body: parse_body(body)}
+    else:
+        if body.strip() and parse_body(body) != {}:
+            raise BadRequest(f"{route.http_method} {route.template.text} takes no request body.")
+        return
+    check_shape(value, desc, desc.name)
+    _parse_into(value, request)
 
 
 def _set_path_field(request: Message, field_path: str, text: str) -> None:
@@ -227,16 +229,12 @@ def _set_path_field(request: Message, field_path: str, text: str) -> None:
     _parse_into({leaf: text}, target)
 
 
-def _query_fields(desc: Descriptor, params: list[tuple[str, str]], route: Route) -> dict[str, Any]:
+def _query_fields(route: Route, params: list[tuple[str, str]]) -> dict[str, Any]:
     """Query parameters as a JSON object for json_format: `a.b=1&c=x&c=y` -> {a: {b: 1}, c: [x, y]}."""
     out: dict[str, Any] = {}
     for key, raw in params:
-        fields = query_field(desc, key)
-        path = ".".join(f.name for f in fields)
-        if any(path == p or path.startswith(p + ".") or p.startswith(path + ".") for p in route.path_fields):
-            raise BadRequest(f"Cannot bind query parameter {key!r}: the path sets {path}.")
-        if route.body and route.body != "*" and fields[0].name == route.body:
-            raise BadRequest(f"Cannot bind query parameter {key!r}: the request body sets {route.body}.")
+        fields = query_field(route.method.input_type, key)
+        _check_unbound(route, key, fields)
         target = out
         for field in fields[:-1]:
             target = target.setdefault(field.name, {})
@@ -249,6 +247,16 @@ def _query_fields(desc: Descriptor, params: list[tuple[str, str]], route: Route)
         else:
             target[leaf.name] = value
     return out
+
+
+def _check_unbound(route: Route, key: str, fields: list[FieldDescriptor]) -> None:
+    """A query parameter must not name a field the path or a named body field already sets."""
+    path = ".".join(f.name for f in fields)
+    for bound in route.path_fields:
+        if path == bound or path.startswith(bound + ".") or bound.startswith(path + "."):
+            raise BadRequest(f"Cannot bind query parameter {key!r}: the path sets {bound}.")
+    if route.body not in ("", "*") and fields[0].name == route.body:
+        raise BadRequest(f"Cannot bind query parameter {key!r}: the request body sets {route.body}.")
 
 
 def query_field(desc: Descriptor, key: str) -> list[FieldDescriptor]:
@@ -268,9 +276,9 @@ def query_field(desc: Descriptor, key: str) -> list[FieldDescriptor]:
 
 
 def query_bindable(field: FieldDescriptor) -> bool:
+    """Scalars, enums and the well-known types written as one JSON string can be parameters."""
     sub = field.message_type
-    return sub is None or (_string_form(sub) and not sub.GetOptions().map_entry
-                           and sub.full_name not in ("google.protobuf.Struct", "google.protobuf.Any"))
+    return sub is None or (_string_form(sub) and sub.full_name not in _NOT_STRINGS)
 
 
 def _field(message: Descriptor, name: str) -> FieldDescriptor | None:

@@ -40,10 +40,7 @@ class Template:
     parts: tuple[str | Variable, ...]  # top-level segments: literals, "*", "**" or variables
     verb: str | None  # None when the template has none
     pattern: re.Pattern[str]  # matches a raw request path with its verb removed
-
-    @property
-    def variables(self) -> tuple[Variable, ...]:
-        return tuple(p for p in self.parts if isinstance(p, Variable))
+    variables: tuple[Variable, ...]  # in the order of the pattern's groups v0, v1, ...
 
     def match(self, raw_path: str, verb: str | None) -> dict[str, str] | None:
         """The field values bound by `raw_path` (percent-decoded), or None if it does not match."""
@@ -126,12 +123,13 @@ def parse_template(text: str) -> Template:
             field, _, segs = token[1:-1].partition("=")
             var = Variable(field, tuple(segs.split("/")) if segs else ("*",))
             inner = "/".join(_segment_regex(s) for s in var.segments)
-            regex.append(f"(?P<v{sum(isinstance(p, Variable) for p in parts)}>{inner})")
+            regex.append(f"(?P<v{sum(isinstance(p, Variable) for p in parts)}>{inner})")  # vN: N-th variable
             parts.append(var)
         else:
             regex.append(_segment_regex(token))
             parts.append(token)
-    return Template(text, tuple(parts), verb, re.compile("/" + "/".join(regex)))
+    variables = tuple(p for p in parts if isinstance(p, Variable))
+    return Template(text, tuple(parts), verb, re.compile("/" + "/".join(regex)), variables)
 
 
 def _rules(method: MethodDescriptor) -> Iterator[tuple[str, str, str]]:

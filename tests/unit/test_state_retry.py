@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from gateway.leases.commands import Ack, Checkpoint, Lease, SetDeadline
 from gateway.leases.state import PartitionState
 
