@@ -20,9 +20,11 @@ def page(names: Sequence[str], page_size: int, page_token: str) -> tuple[list[st
     after = ""
     if page_token:
         try:
-            after = base64.urlsafe_b64decode(page_token.encode()).decode()
+            after = base64.b64decode(page_token.encode(), altchars=b"-_", validate=True).decode()
         except (binascii.Error, UnicodeDecodeError, ValueError):
             raise InvalidArgument(f"Invalid page_token: {page_token!r}.") from None
+        if not after:
+            raise InvalidArgument(f"Invalid page_token: {page_token!r}.")
     rest = [n for n in names if n > after]
     chunk = rest[:size]
     token = base64.urlsafe_b64encode(chunk[-1].encode()).decode() if len(rest) > size else ""

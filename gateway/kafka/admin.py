@@ -124,13 +124,21 @@ class Admin:
         return {p: (o if o >= 0 else ends[p]) for p, o in found.items()}
 
     async def _list_offsets(self, name: str, partitions: int, spec: OffsetSpec) -> dict[int, int]:
+        """Offsets per partition; a topic created a moment ago may still be electing leaders."""
         request = {TopicPartition(name, p): spec for p in range(partitions)}
-        futures = self._client.list_offsets(request, request_timeout=TIMEOUT)
-        out: dict[int, int] = {}
-        for tp, fut in futures.items():
-            info = await _await(fut, f"reading offsets of {name}")
-            out[tp.partition] = info.offset
-        return out
+        deadline = asyncio.get_running_loop().time() + TIMEOUT
+        while True:
+            try:
+                futures = self._client.list_offsets(request, request_timeout=TIMEOUT)
+                out: dict[int, int] = {}
+                for tp, fut in futures.items():
+                    info = await _await(fut, f"reading offsets of {name}")
+                    out[tp.partition] = info.offset
+                return out
+            except Unavailable:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
 
     async def commit_group_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         tps = [TopicPartition(topic, p, o) for p, o in offsets.items()]

@@ -250,7 +250,10 @@ class GroupFetcher:
         if final and not lost:
             self._commit(final, asynchronous=False)
         self._assigned.difference_update(parts)
-        consumer.incremental_unassign(tps)
+        try:
+            consumer.incremental_unassign(tps)
+        except confluent_kafka.KafkaException as exc:  # e.g. the topic was deleted meanwhile
+            log.info("unassigning %s: %s", parts, exc)
 
     def _on_revoke(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
         self._revoke(consumer, tps, lost=False)
