@@ -1,0 +1,174 @@
+"""python -m benchmarks.push_bench [--quick] [--out FILE] [--kafka-bootstrap HOST:PORT]
+
+Push delivery throughput: N messages are written into a topic while its subscriptions are in
+pull mode; then each subscription is switched to push (ModifyPushConfig) towards a local aiohttp
+endpoint, and the time until every message was acknowledged by the endpoint is measured.
+
+- "acks at once": the endpoint answers 200 to everything.
+- "fails 20%": the endpoint answers 500 to a random fifth of the requests; the ratio of requests
+  to messages shows what the retries cost (1.25 would be the ideal).
+
+The endpoint runs in this process (a thread with its own event loop), the gateway in a
+subprocess, on the embedded broker unless one is named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from benchmarks.harness import GatewayProc, delete_topics, kafka_broker
+from gateway.translate import names
+
+PROJECT = "projects/bench"
+
+
+class Endpoint:
+    """Counts requests and distinct acknowledged messages; fails `fail_ratio` of requests."""
+
+    def __init__(self) -> None:
+        self.fail_ratio = 0.0
+        self.requests = 0
+        self.acked: set[str] = set()
+        self.done = threading.Event()
+        self.expected = 0
+        self.first_at = self.done_at = 0.0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._listen(), self._loop).result(10)
+
+    async def _listen(self) -> None:
+        app = web.Application()
+        app.router.add_post("/push", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/push"
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.requests += 1
+        if self.first_at == 0.0:
+            self.first_at = time.monotonic()
+        if random.random() < self.fail_ratio:
+            return web.Response(status=500)
+        self.acked.add(body["message"]["messageId"])
+        if len(self.acked) >= self.expected and not self.done.is_set():
+            self.done_at = time.monotonic()
+            self.done.set()
+        return web.Response(status=204)
+
+    def reset(self, expected: int, fail_ratio: float) -> None:
+        self.requests, self.acked, self.expected, self.fail_ratio = 0, set(), expected, fail_ratio
+        self.first_at = self.done_at = 0.0
+        self.done.clear()
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def fill(bootstrap: str, topic: str, count: int) -> None:
+    """Write `count` 256-byte records straight into the Kafka topic of `topic`."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    kafka_topic = names.kafka_topic_for(names.TopicName(topic))
+    payload = os.urandom(256)
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(kafka_topic, payload)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
+
+
+def run_case(sub: Any, endpoint: Endpoint, subscription: str, count: int, fail_ratio: float,
+             timeout: float) -> dict[str, Any]:
+    endpoint.reset(count, fail_ratio)
+    t0 = time.monotonic()
+    push = {"push_endpoint": endpoint.url}
+    sub.modify_push_config(request={"subscription": subscription, "push_config": push})
+    finished = endpoint.done.wait(timeout)
+    end = endpoint.done_at if finished else time.monotonic()
+    seconds = end - (endpoint.first_at or t0)
+    sub.modify_push_config(request={"subscription": subscription, "push_config": {}})
+    acked = len(endpoint.acked)
+    return {
+        "case": "acks at once" if fail_ratio == 0 else f"fails {fail_ratio:.0%}",
+        "messages": count, "acknowledged": acked, "finished": finished, "push_seconds": round(seconds, 2),
+        "first_push_after_s": round((endpoint.first_at or t0) - t0, 2),
+        "msgs_per_s": round(acked / max(seconds, 1e-6)), "requests": endpoint.requests,
+        "requests_per_message": round(endpoint.requests / max(acked, 1), 3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.push_bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="2,000 messages instead of 20,000")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "push.json")
+    parser.add_argument("--kafka-bootstrap")
+    args = parser.parse_args(argv)
+    count = 2_000 if args.quick else 20_000
+    prefix = f"pushbench{uuid.uuid4().hex[:6]}"
+    with kafka_broker(args.kafka_bootstrap) as (bootstrap, _, _), \
+            tempfile.TemporaryDirectory(prefix="push-bench-") as logs:
+        gw = GatewayProc(bootstrap, prefix, Path(logs) / "gateway.log", "--rest-port", "0")
+        endpoint = Endpoint()
+        try:
+            endpoint.start()
+            rows = bench(gw.address, bootstrap, endpoint, count)
+        finally:
+            endpoint.stop()
+            gw.stop()
+            delete_topics(bootstrap, prefix)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    command = "python -m benchmarks.push_bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
+    for row in rows:
+        print(json.dumps(row))
+    print(f"wrote {args.out}")
+    return 0 if all(r["finished"] for r in rows) else 1
+
+
+def bench(address: str, bootstrap: str, endpoint: Endpoint, count: int) -> list[dict[str, Any]]:
+    os.environ["PUBSUB_EMULATOR_HOST"] = address
+    from google.cloud import pubsub_v1
+
+    pub, sub = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    topic = f"{PROJECT}/topics/push-{uuid.uuid4().hex[:6]}"
+    pub.create_topic(name=topic)
+    subs = [f"{PROJECT}/subscriptions/push-{case}-{uuid.uuid4().hex[:6]}" for case in ("ok", "fail")]
+    for s in subs:
+        sub.create_subscription(name=s, topic=topic, ack_deadline_seconds=60)
+    fill(bootstrap, topic, count)
+    timeout = max(120.0, count / 50)
+    return [run_case(sub, endpoint, subs[0], count, 0.0, timeout),
+            run_case(sub, endpoint, subs[1], count, 0.2, timeout)]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""Push delivery of one subscription from this gateway process.
+
+The dispatcher is a client of the core like any StreamingPull client: it opens a stream session
+(so it joins the subscription's consumer group and serves the partitions this process owns),
+takes the deliveries the session hands out, POSTs each to the endpoint, and acks or nacks it by
+the outcome. The lease log guarantees that two processes never push one message at once.
+
+The session's `max_messages` is the push window: a session is opened with what the window leaves
+free and reopened when the window has grown or shrunk well past that (and every half minute
+anyway). Leases outlive sessions, so nothing is lost or delivered twice by reopening. Before
+asking for more messages the dispatcher waits for room in the window and for the push backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, cast
+
+import aiohttp
+
+from gateway.errors import GatewayError
+from gateway.push import body, sender
+from gateway.push.auth import TokenSigner
+from gateway.push.settle import Settler
+from gateway.push.window import PushBackoff, PushWindow
+from gateway.translate.records import to_message
+
+if TYPE_CHECKING:
+    from gateway.core.delivery import Delivery, DeliveryService
+    from gateway.core.resources import Resource
+    from gateway.core.streams import StreamOutput, StreamSession
+
+log = logging.getLogger(__name__)
+RECYCLE_SECONDS = 30.0  # a session is reopened at least this often, busy or idle
+REOPEN_DELAY = 1.0  # after the core refused or ended a session
+STOP_WAIT = 5.0  # for a session's generator to end by itself before it is cancelled
+GROW_FACTOR = 1.25  # reopen when the window leaves this much more room than the session has
+DEFAULT_DEADLINE = 10
+
+
+def target_of(proto: Any) -> body.PushTarget:
+    """The PushTarget of a Subscription proto."""
+    pc = proto.push_config
+    return body.PushTarget(
+        endpoint=pc.push_endpoint,
+        no_wrapper=pc.HasField("no_wrapper"),
+        write_metadata=pc.no_wrapper.write_metadata,
+        oidc_email=pc.oidc_token.service_account_email,
+        oidc_audience=pc.oidc_token.audience,
+    )
+
+
+class Dispatcher:
+    def __init__(self, res: Resource, delivery: DeliveryService, http: aiohttp.ClientSession,
+                 signer: TokenSigner, max_window: int) -> None:
+        self.name = res.name
+        self.uid: str = res.meta["uid"]
+        self._delivery = delivery
+        self._http = http
+        self._signer = signer
+        self.window = PushWindow(maximum=max_window)
+        self.backoff = PushBackoff()
+        self._inflight: dict[asyncio.Task[None], int] = {}  # push -> number of its session
+        self._session_no = 0
+        self._changed = asyncio.Event()
+        self._settler = Settler(delivery, res.name)
+        self._task: asyncio.Task[None] | None = None
+        self._waiting: StreamSession | None = None  # the session asked for messages right now
+        self._interrupted = False
+        self._stopping = asyncio.Event()
+        self._failures = 0
+        self.update(res)
+
+    # -- control ---------------------------------------------------------------------------
+
+    def update(self, res: Resource) -> None:
+        """The subscription changed (push config, ack deadline, ...)."""
+        self.target = target_of(res.proto)
+        self.deadline = int(res.proto.ack_deadline_seconds) or DEFAULT_DEADLINE
+        self.counted = res.proto.HasField("dead_letter_policy")
+        self._changed.set()
+
+    def start(self) -> None:
+        self._settler.start()
+        self._task = asyncio.create_task(self._run(), name=f"push {self.name}")
+
+    async def stop(self, grace: float) -> None:
+        """Take no more messages; let pushes in flight finish for up to `grace` seconds (the rest
+        are cancelled and nacked); write the outstanding acks and nacks. Idempotent."""
+        self._stopping.set()
+        self._changed.set()
+        self._interrupt()  # the session's generator ends where no lease is being taken
+        task, self._task = self._task, None
+        if task is not None:
+            _, pending = await asyncio.wait([task], timeout=STOP_WAIT)
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        pushes = list(self._inflight)
+        if pushes:
+            _, pending = await asyncio.wait(pushes, timeout=grace)
+            for push in pending:
+                push.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self._settler.close()
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._stopping.is_set():
+            room = max(1, self.window.limit - len(self._inflight))
+            try:
+                session = await self._delivery.open_stream(self.name, self.deadline, room, 0)
+            except GatewayError as exc:
+                log.warning("%s: push delivery cannot start: %s", self.name, exc.message)
+                await self._pause(REOPEN_DELAY)
+                continue
+            self._session_no += 1
+            try:
+                await self._pump(session, room)
+            except GatewayError as exc:  # recycled, the gateway is closing, the subscription went
+                log.info("%s: push session ended: %s", self.name, exc.message)
+                await self._pause(REOPEN_DELAY)
+            finally:
+                session.release()
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _pump(self, session: StreamSession, room: int) -> None:
+        """Push what the session hands out; return when it should be reopened with another size."""
+        loop = asyncio.get_running_loop()
+        number, opened_at = self._session_no, loop.time()
+        self._interrupted = False  # set once we close this session ourselves
+        batches = cast("AsyncGenerator[StreamOutput, None]", session.batches())
+        try:
+            while True:
+                await self._gate()
+                if self._stopping.is_set() or self._reopen_due(number, room, loop.time() - opened_at):
+                    return
+                if session.deadline_seconds != self.deadline:
+                    session.set_deadline(self.deadline)
+                out = await self._next(session, batches)
+                if out is None:
+                    return
+                received = loop.time()
+                for d in out.deliveries:
+                    self._launch(d, number, received)
+        finally:
+            await batches.aclose()
+
+    async def _next(self, session: StreamSession,
+                    batches: AsyncGenerator[StreamOutput, None]) -> StreamOutput | None:
+        """The session's next output; None when a failure or stop() interrupted the wait."""
+        self._waiting = session
+        # A session waiting this long is reopened too: should its runner have been replaced
+        # meanwhile (the subscription changed, the runner idled out), the new session finds the
+        # current one.
+        timer = asyncio.get_running_loop().call_later(RECYCLE_SECONDS, self._interrupt)
+        try:
+            return await anext(batches)
+        except GatewayError:
+            if self._interrupted:
+                return None
+            raise
+        finally:
+            timer.cancel()
+            self._waiting = None
+
+    def _interrupt(self) -> None:
+        """End the session's wait for messages where no lease is being taken, and reopen it: after
+        a failed push (so the backoff and the smaller window apply before the next batch), on
+        stop(), and when the wait has lasted RECYCLE_SECONDS."""
+        if self._waiting is not None:
+            self._interrupted = True
+            self._waiting.close("push backoff")
+
+    def _reopen_due(self, number: int, room: int, age: float) -> bool:
+        others = sum(1 for n in self._inflight.values() if n != number)
+        want = max(1, self.window.limit - others)
+        return age > RECYCLE_SECONDS or want < room or want >= room * GROW_FACTOR + 1
+
+    async def _gate(self) -> None:
+        """Wait until the backoff has passed and the window has room."""
+        loop = asyncio.get_running_loop()
+        while True:
+            wait = self.backoff.wait(loop.time())
+            if self._stopping.is_set() or (wait <= 0 and len(self._inflight) < self.window.limit):
+                return
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), wait if wait > 0 else None)
+
+    # -- pushes ----------------------------------------------------------------------------
+
+    def _launch(self, d: Delivery, number: int, received: float) -> None:
+        push = asyncio.create_task(self._push(d, received))
+        self._inflight[push] = number
+        push.add_done_callback(self._pushed)
+
+    def _pushed(self, push: asyncio.Task[None]) -> None:
+        self._inflight.pop(push, None)
+        self._changed.set()
+        if not push.cancelled() and push.exception() is not None:
+            log.error("%s: push failed", self.name, exc_info=push.exception())
+
+    async def _push(self, d: Delivery, received: float) -> None:
+        loop = asyncio.get_running_loop()
+        target = self.target
+        sent = loop.time()
+        try:
+            outcome = await self._send(d, target, received + self.deadline - sent)
+        except asyncio.CancelledError:
+            self._settler.nack(d.ack_id)
+            raise
+        self._judge(d, outcome, sent, loop.time())
+
+    async def _send(self, d: Delivery, target: body.PushTarget, time_left: float) -> sender.Outcome:
+        if not target.endpoint:
+            return sender.Outcome(False, "push delivery is paused")
+        request = body.build(self.name, to_message(d.record), d.attempt if self.counted else 0, target)
+        token = None
+        if target.oidc_email:
+            try:
+                token = self._signer.token(target.audience, target.oidc_email)
+            except LookupError as exc:
+                return sender.Outcome(False, str(exc))
+        return await sender.post(self._http, target.endpoint, request, time_left, token)
+
+    def _judge(self, d: Delivery, outcome: sender.Outcome, sent: float, now: float) -> None:
+        if outcome.ok:
+            self.window.on_success()
+            self.backoff.on_success()
+            self._settler.ack(d.ack_id)
+            if self._failures:
+                log.info("%s: push endpoint answers again after %d failures", self.name, self._failures)
+                self._failures = 0
+            return
+        self.window.on_failure(sent, now)
+        self.backoff.on_failure(sent, now)
+        self._settler.nack(d.ack_id)
+        self._interrupt()
+        self._failures += 1
+        if self._failures == 1:
+            log.warning("%s: push to %s failed (%s); backing off", self.name, self.target.endpoint,
+                        outcome.detail)
+        else:
+            log.debug("%s: push failed (%s); window %d, backoff %.1f s", self.name, outcome.detail,
+                      self.window.limit, self.backoff.delay)

@@ -1,0 +1,156 @@
+"""The keys that sign push tokens, the same in every gateway process.
+
+Either one RSA key from a PEM file (`--push-auth-key-file`), or keys the gateway generates and
+keeps in the compacted topic `<internal prefix>_gpushkeys` (record key: the key id; value: the
+key as JSON with its PKCS#8 PEM). Every process follows the topic, so all of them sign with the
+same keys and publish the same key set. When the newest key is older than the rotation period,
+any process adds a new one; keys are published until they are older than the rotation period
+plus two hours (tokens live one hour), then tombstoned.
+
+The private keys are stored unencrypted: restrict access to the topic with Kafka ACLs, or give
+the gateway a key file instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway.errors import AlreadyExists, Unavailable
+from gateway.kafka import consumer as kafka_consumer
+from gateway.kafka.admin import Admin
+from gateway.kafka.producer import Producer
+from gateway.push import auth
+from gateway.translate import names
+
+log = logging.getLogger(__name__)
+HOUR_MS = 3_600_000
+CHECK_SECONDS = 60.0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class KeyStore:
+    def __init__(self, admin: Admin, producer: Producer, kafka_config: dict[str, Any], internal_prefix: str,
+                 key_file: Path | None, rotation_hours: float) -> None:
+        self._admin = admin
+        self._producer = producer
+        self._config = kafka_config
+        self.topic = names.internal_topic(internal_prefix, "pushkeys")
+        self._key_file = key_file
+        self._rotation_ms = int(rotation_hours * HOUR_MS)
+        self._keys: dict[str, auth.SigningKey] = {}
+        self._applied = -1
+        self._caught_up = asyncio.Event()
+        self._target = 0
+        self._reader: kafka_consumer.TailReader | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def keys(self) -> list[auth.SigningKey]:
+        """The keys to publish (and sign with): none older than the retention."""
+        if self._key_file is not None:
+            return list(self._keys.values())
+        oldest = _now_ms() - self._retention_ms
+        return [k for k in self._keys.values() if k.created_ms >= oldest]
+
+    @property
+    def _retention_ms(self) -> int:
+        return self._rotation_ms + 2 * HOUR_MS
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._key_file is not None:
+            key = auth.key_from_pem(await asyncio.to_thread(self._key_file.read_bytes))
+            self._keys = {key.kid: key}
+            log.info("push tokens are signed with key %s from %s", key.kid, self._key_file)
+            return
+        self._loop = asyncio.get_running_loop()
+        await self._ensure_topic()
+        end = await asyncio.to_thread(kafka_consumer.end_offset, self._config, self.topic, 0)
+        self._target = end - 1
+        if self._applied >= self._target:
+            self._caught_up.set()
+        self._reader = kafka_consumer.TailReader(self._config, "pushkeys", self._on_messages)
+        self._reader.start({(self.topic, 0): 0})
+        try:
+            await asyncio.wait_for(self._caught_up.wait(), 30.0)
+        except TimeoutError as exc:
+            raise Unavailable(f"could not read the push key topic {self.topic}") from exc
+        await self._rotate_if_due()
+        self._task = asyncio.create_task(self._rotation_loop(), name="push key rotation")
+
+    async def stop(self) -> None:
+        """Idempotent."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            await asyncio.to_thread(reader.stop)
+
+    async def _ensure_topic(self) -> None:
+        if await self._admin.partitions(self.topic) is not None:
+            return
+        try:
+            await self._admin.create_topic(self.topic, 1, {"cleanup.policy": "compact"})
+        except AlreadyExists:
+            pass
+
+    # -- following the topic ---------------------------------------------------------------
+
+    def _on_messages(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._apply, batch)
+
+    def _apply(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
+        for _topic, _p, offset, key, value in batch:
+            self._applied = max(self._applied, offset)
+            if key is None:
+                continue
+            kid = key.decode(errors="replace")
+            if value is None:
+                self._keys.pop(kid, None)
+                continue
+            try:
+                self._keys[kid] = auth.decode_key(value)
+            except (ValueError, KeyError, TypeError):
+                log.exception("skipping an unreadable push key record at offset %d", offset)
+        if self._applied >= self._target:
+            self._caught_up.set()
+
+    # -- rotation --------------------------------------------------------------------------
+
+    async def _rotation_loop(self) -> None:
+        period = min(CHECK_SECONDS, max(1.0, self._rotation_ms / 4000))
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await self._rotate_if_due()
+            except Exception:
+                log.exception("push key rotation failed; retrying in %.0f s", period)
+
+    async def _rotate_if_due(self) -> None:
+        now = _now_ms()
+        newest = max((k.created_ms for k in self._keys.values()), default=None)
+        if newest is not None and now - newest < self._rotation_ms:
+            return
+        key = await asyncio.to_thread(auth.new_key, now)
+        await self._producer.send(self.topic, [(key.kid.encode(), auth.encode_key(key), None)], partition=0)
+        self._keys[key.kid] = key
+        log.info("new push signing key %s", key.kid)
+        expired = [k.kid for k in self._keys.values() if now - k.created_ms > self._retention_ms]
+        if expired:
+            tombstones = [(kid.encode(), None, None) for kid in expired]
+            await self._producer.send(self.topic, tombstones, partition=0)
+            for kid in expired:
+                self._keys.pop(kid, None)

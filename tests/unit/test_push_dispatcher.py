@@ -1,0 +1,198 @@
+"""The push dispatcher (gateway.push.dispatcher) against a fake core and a fake endpoint.
+
+The fake delivery service hands out messages through stream sessions whose `max_messages`
+bounds what they lease, puts nacked messages back, and records acks; `sender.post` is replaced
+by a function that answers as a test says. No broker, no protos.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+from collections.abc import AsyncIterator, Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from gateway.errors import Unavailable
+from gateway.push import dispatcher as dispatcher_mod
+from gateway.push.auth import TokenSigner
+from gateway.push.body import PushRequest
+from gateway.push.sender import Outcome
+from gateway.translate.records import Record
+
+SUB = "projects/p/subscriptions/s"
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeDelivery:
+    ack_id: str
+    record: Record
+    attempt: int
+
+
+class FakeSession:
+    def __init__(self, core: FakeCore, max_messages: int) -> None:
+        self.core, self.max = core, max_messages
+        self.outstanding: set[str] = set()
+        self.closed: Unavailable | None = None
+        self.released = False
+        self.deadline_seconds = 10
+
+    def set_deadline(self, seconds: int) -> None:
+        self.deadline_seconds = seconds
+
+    def close(self, reason: str) -> None:
+        self.closed = Unavailable(reason)
+        self.core.wake.set()
+
+    def release(self) -> None:
+        self.released = True
+
+    async def batches(self) -> AsyncIterator[SimpleNamespace]:
+        while True:
+            if self.closed is not None:
+                raise self.closed
+            room = self.max - len(self.outstanding)
+            taken = [self.core.backlog.pop(0) for _ in range(min(room, len(self.core.backlog)))]
+            if taken:
+                self.outstanding.update(taken)
+                yield SimpleNamespace(deliveries=[self.core.delivery(m) for m in taken], confirmations=[])
+                continue
+            self.core.wake.clear()
+            try:
+                await asyncio.wait_for(self.core.wake.wait(), 0.05)
+            except TimeoutError:
+                pass
+
+
+class FakeCore:
+    """Open streams, ack, nack: the part of DeliveryService a dispatcher calls."""
+
+    def __init__(self, messages: int) -> None:
+        self.backlog = [f"m{i}" for i in range(messages)]
+        self.attempts: dict[str, int] = {}
+        self.acked: list[str] = []
+        self.nacked: list[str] = []
+        self.sessions: list[FakeSession] = []
+        self.wake = asyncio.Event()
+        self.changed = asyncio.Event()  # an ack, a nack, or a push began
+
+    def delivery(self, mid: str) -> FakeDelivery:
+        self.attempts[mid] = self.attempts.get(mid, 0) + 1
+        return FakeDelivery(mid, Record(0, int(mid[1:]), 0, None, mid.encode(), None), 0)
+
+    async def open_stream(self, name: str, deadline: int, max_messages: int, max_bytes: int) -> FakeSession:
+        assert (name, max_bytes) == (SUB, 0) and max_messages >= 1
+        session = FakeSession(self, max_messages)
+        self.sessions.append(session)
+        return session
+
+    def _settle(self, ids: Sequence[str]) -> None:
+        for s in self.sessions:
+            s.outstanding.difference_update(ids)
+        self.wake.set()
+        self.changed.set()
+
+    async def acknowledge(self, name: str, ids: Sequence[str]) -> None:
+        self.acked.extend(ids)
+        self._settle(ids)
+
+    async def modify_ack_deadline(self, name: str, ids: Sequence[str], seconds: int) -> None:
+        assert seconds == 0
+        self.nacked.extend(ids)
+        self.backlog.extend(ids)
+        self._settle(ids)
+
+
+class FakeEndpoint:
+    def __init__(self, core: FakeCore, answer: Callable[[str], bool], latency: float = 0.002) -> None:
+        self.core, self.answer, self.latency = core, answer, latency
+        self.active = self.peak = 0
+        self.times: list[float] = []
+
+    async def post(self, http: Any, url: str, request: PushRequest, time_left: float,
+                   token: str | None) -> Outcome:
+        self.active += 1
+        self.peak = max(self.peak, self.active)
+        self.times.append(asyncio.get_running_loop().time())
+        self.core.changed.set()
+        await asyncio.sleep(self.latency)
+        self.active -= 1
+        ok = self.answer(request.body.decode())
+        return Outcome(ok, "HTTP 200" if ok else "HTTP 500")
+
+
+def _resource() -> Any:
+    push = SimpleNamespace(push_endpoint="http://e.test/push", no_wrapper=SimpleNamespace(write_metadata=False),
+                           oidc_token=SimpleNamespace(service_account_email="", audience=""),
+                           HasField=lambda _: False)
+    proto = SimpleNamespace(push_config=push, ack_deadline_seconds=10, HasField=lambda _: False)
+    return SimpleNamespace(name=SUB, meta={"uid": "u1"}, proto=proto)
+
+
+async def _run(core: FakeCore, endpoint: FakeEndpoint, done: Callable[[], bool], monkeypatch: pytest.MonkeyPatch,
+               max_window: int = 1000) -> dispatcher_mod.Dispatcher:
+    monkeypatch.setattr(dispatcher_mod.sender, "post", endpoint.post)
+    d = dispatcher_mod.Dispatcher(_resource(), core, None, TokenSigner(list, "http://i"), max_window)  # type: ignore[arg-type]
+    d.start()
+    await _until(core, done, 20)
+    await d.stop(grace=5)
+    return d
+
+
+async def _until(core: FakeCore, done: Callable[[], bool], seconds: float) -> None:
+    async with asyncio.timeout(seconds):
+        while not done():
+            core.changed.clear()
+            await core.changed.wait()
+
+
+async def test_every_message_is_pushed_and_acked_once_and_the_window_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+    core = FakeCore(600)
+    endpoint = FakeEndpoint(core, lambda _: True)
+    d = await _run(core, endpoint, lambda: len(core.acked) == 600, monkeypatch, max_window=64)
+    assert sorted(core.acked) == sorted(f"m{i}" for i in range(600))
+    assert set(core.attempts.values()) == {1}
+    assert d.window.limit == 64
+    assert 10 < endpoint.peak <= 64, "concurrency grows with the window and never passes it"
+    assert all(s.released for s in core.sessions)
+
+
+async def test_failures_nack_back_off_and_shrink_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    failures = {"m0": 4}
+
+    def answer(body: str) -> bool:
+        mid = "m0" if '"messageId":"0"' in body else "other"
+        left = failures.get(mid, 0)
+        failures[mid] = left - 1
+        return left <= 0
+
+    core = FakeCore(1)
+    endpoint = FakeEndpoint(core, answer)
+    d = await _run(core, endpoint, lambda: core.acked == ["m0"], monkeypatch)
+    assert core.nacked == ["m0"] * 4
+    gaps = [b - a for a, b in itertools.pairwise(endpoint.times)]
+    assert [round(g, 1) for g in gaps] == [0.1, 0.2, 0.4, 0.8], gaps
+    assert d.window.limit == 1 + 1, "halved to 1 by the failures, +1 for the success"
+
+
+async def test_stop_lets_pushes_in_flight_finish(monkeypatch: pytest.MonkeyPatch) -> None:
+    core = FakeCore(3)
+    endpoint = FakeEndpoint(core, lambda _: True, latency=0.3)
+    await _run(core, endpoint, lambda: endpoint.active == 3, monkeypatch)
+    assert sorted(core.acked) == ["m0", "m1", "m2"], "stop() waited for them and wrote their acks"
+    assert all(s.released for s in core.sessions)
+
+
+async def test_stop_cancels_and_nacks_what_outlives_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    core = FakeCore(2)
+    endpoint = FakeEndpoint(core, lambda _: True, latency=30)
+    monkeypatch.setattr(dispatcher_mod.sender, "post", endpoint.post)
+    d = dispatcher_mod.Dispatcher(_resource(), core, None, TokenSigner(list, "http://i"), 10)  # type: ignore[arg-type]
+    d.start()
+    await _until(core, lambda: endpoint.active == 2, 5)
+    await d.stop(grace=0.1)
+    assert sorted(core.nacked) == ["m0", "m1"] and core.acked == []
