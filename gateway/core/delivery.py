@@ -143,7 +143,8 @@ class DeliveryService:
             runner is not None and runner.writer.topic != res.meta["log_topic"])
         if runner is not None and stale:
             self._runners.pop(name, None)
-            asyncio.get_running_loop().create_task(runner.stop())
+            task = asyncio.get_running_loop().create_task(runner.stop())
+            task.add_done_callback(_log_failure)
 
     async def _stop_idle_runners(self) -> None:
         while True:
@@ -315,3 +316,8 @@ class DeliveryService:
         if res is None:
             return False, False
         return res.proto.enable_exactly_once_delivery, res.proto.enable_message_ordering
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("stopping a subscription runner failed: %s", task.exception())

@@ -99,6 +99,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         if self._stopped:
             return
         self._stopped = True
+        self.ready.set()  # wake streams waiting on us: they end and their clients reconnect
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -106,6 +107,10 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         await asyncio.to_thread(self._log_reader.stop)
         for sender in self._dead_letter_senders.values():
             await sender.close()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     def touch(self) -> None:
         self.last_used = time.monotonic()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from gateway.core.runner import SubscriptionRunner, now_ms
@@ -56,6 +56,11 @@ class StreamSession:
         runner.settle_listeners.add(self._settled)
 
     # -- control from the request side -----------------------------------------------------
+
+    def set_max_messages(self, n: int) -> None:
+        """Change the stream's outstanding-message limit (<= 0: no limit)."""
+        self._max_messages = n if n > 0 else 1 << 30
+        self._wake.set()
 
     def set_deadline(self, seconds: int) -> None:
         self.deadline_seconds = limits.ack_deadline(seconds, "stream_ack_deadline_seconds")
@@ -114,7 +119,7 @@ class StreamSession:
         self._pong = False
         return StreamOutput(deliveries, confirmations)
 
-    async def batches(self) -> AsyncIterator[StreamOutput]:
+    async def batches(self) -> AsyncGenerator[StreamOutput, None]:
         """Deliveries and confirmations as they come; an empty output answers a ping."""
         runner = self._runner
         while True:
@@ -122,6 +127,8 @@ class StreamSession:
                 raise self._closed
             if time.monotonic() > self._ends_at:
                 raise Unavailable("Stream recycled after its maximum age; reconnect.")
+            if runner.stopped:
+                raise Unavailable("This process stopped serving the subscription; reconnect.")
             runner.touch()
             room = self._room()
             taken = []
@@ -168,9 +175,11 @@ class StreamSession:
         expiry = runner.next_expiry_ms()
         if expiry is not None:
             timeout = min(timeout, max(0.001, (expiry - now_ms()) / 1000 + 0.001))
-        _, pending = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        for w in pending:
-            w.cancel()
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
 
 def check_modacks(ack_ids: list[str], seconds: list[int]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import urllib.parse
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -82,10 +83,22 @@ def validate(sub: Any, min_ttl_seconds: int = DAY) -> None:
     if has_ttl and _seconds(policy.ttl) < min_ttl_seconds:
         raise InvalidArgument(f"Invalid expiration_policy.ttl: the minimum is {min_ttl_seconds} s (1 day).")
     filters.parse(sub.filter)  # INVALID_ARGUMENT naming the position of a syntax error
-    if sub.push_config.push_endpoint and not sub.push_config.push_endpoint.startswith(
-        ("http://", "https://")
+    if sub.push_config.push_endpoint:
+        check_endpoint(sub.push_config.push_endpoint)
+
+
+def check_endpoint(url: str) -> None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or any(
+        c.isspace() for c in url
     ):
-        raise InvalidArgument("Invalid push_config.push_endpoint: it must be an http(s) URL.")
+        raise InvalidArgument(
+            f"Invalid push_config.push_endpoint {url!r}: it must be an http or https URL with a host."
+        )
 
 
 class SubscriptionService:

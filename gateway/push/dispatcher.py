@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -136,7 +136,7 @@ class Dispatcher:
         loop = asyncio.get_running_loop()
         number, opened_at = self._session_no, loop.time()
         self._interrupted = False  # set once we close this session ourselves
-        batches = cast("AsyncGenerator[StreamOutput, None]", session.batches())
+        batches = session.batches()
         try:
             while True:
                 await self._gate()
