@@ -6,6 +6,7 @@ Every figure is set against raw confluent-kafka measured in the same run on the 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 import time
@@ -13,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks import api, harness, procstats, report
+from benchmarks import api, harness, processes, procstats, report
 from benchmarks.config import FULL, QUICK, Mode
 from benchmarks.results import Row
 from benchmarks.scenarios import backlog, deliver, latency, publish, scaleout
@@ -33,6 +34,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="every scenario, briefly (~1-2 minutes)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
     parser.add_argument("--kafka-bootstrap", help="use this broker instead of starting an embedded one")
+    parser.add_argument("--gateway-args", default="", help="extra `gateway serve` flags (one string)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset")
     args = parser.parse_args(argv)
     unknown = set(args.scenarios.split(",")) - set(SCENARIOS)
@@ -77,20 +79,23 @@ def main(argv: list[str] | None = None) -> int:
     mode = QUICK if args.quick else FULL
     chosen = args.scenarios.split(",")
     started = time.monotonic()
-    with harness.kafka_broker(args.kafka_bootstrap) as (bootstrap, kafka_pid, kafka_version), \
+    background = procstats.background_cpu_pct()
+    with processes.kafka_broker(args.kafka_bootstrap) as (bootstrap, kafka_pid, kafka_version), \
             tempfile.TemporaryDirectory(prefix="bench-logs-") as logs:
-        bench = harness.Bench(bootstrap, kafka_pid, Path(logs), WORKERS)
+        bench = harness.Bench(bootstrap, kafka_pid, Path(logs), WORKERS, shlex.split(args.gateway_args))
         try:
             bench.start_gateway()
             done, errors = run_all(bench, mode, chosen)
         finally:
             bench.close()
-            harness.delete_topics(bootstrap, bench.prefix)
+            processes.delete_topics(bootstrap, bench.prefix)
     header = {
         "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
         "mode": mode.name, "seconds": round(time.monotonic() - started, 1),
         "machine": procstats.describe_machine(kafka_version),
+        "background_cpu_pct_before_run": round(background),
         "kafka_broker_pid_seen": kafka_pid is not None, "generator_processes": WORKERS,
+        "gateway_args": args.gateway_args,
         "create_subscription_unavailable_retried": api.RETRIED,
     }
     print(report.table(done))

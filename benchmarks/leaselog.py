@@ -9,6 +9,7 @@ from typing import Any
 import confluent_kafka
 from confluent_kafka.admin import AdminClient
 
+from benchmarks.gen.common import watermarks
 from gateway.translate import names
 
 
@@ -30,7 +31,7 @@ def live_keys(bootstrap: str, topic: str, timeout: float = 60.0) -> dict[str, An
         parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         ends = {}
         for p in parts:
-            low, high = consumer.get_watermark_offsets(confluent_kafka.TopicPartition(topic, p), timeout=30)
+            low, high = watermarks(consumer, confluent_kafka.TopicPartition(topic, p))
             if high > low:
                 ends[p] = high
         latest = _read(consumer, topic, ends, timeout)

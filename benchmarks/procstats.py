@@ -7,7 +7,9 @@ import dataclasses
 import datetime
 import os
 import platform
+import re
 import sys
+import time
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -49,6 +51,13 @@ def machine_busy_s() -> float:
     return (sum(values[:8]) - idle) / _TICK
 
 
+def background_cpu_pct(seconds: float = 2.0) -> float:
+    """% of all cores busy over `seconds` (before the run: other people's load on the machine)."""
+    busy0, t0 = machine_busy_s(), time.monotonic()
+    time.sleep(seconds)
+    return 100.0 * (machine_busy_s() - busy0) / (time.monotonic() - t0) / CORES
+
+
 def pid_listening_on(port: int) -> int | None:
     """The pid of a process of ours that listens on TCP `port` (e.g. a Kafka broker), if any."""
     inodes = _listening_inodes(port)
@@ -78,6 +87,18 @@ def _listening_inodes(port: int) -> set[str]:
             if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
                 found.add(f"socket:[{cols[9]}]")
     return found
+
+
+def kafka_version_of(pid: int | None) -> str | None:
+    """The Kafka version in a broker JVM's class path (its jars are named kafka-X.Y.Z...)."""
+    if pid is None:
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return None
+    found = re.search(r"kafka[-_](?:2\.\d+-)?(\d+\.\d+\.\d+)", cmdline)
+    return found.group(1) if found else None
 
 
 def _cpu_model() -> str:

@@ -7,8 +7,9 @@ import dataclasses
 from typing import Any
 
 from benchmarks.gen.common import MSG_BYTES
-from benchmarks.harness import GenResult, Samples, WindowStats
+from benchmarks.harness import GenResult
 from benchmarks.procstats import CORES
+from benchmarks.sampling import Samples, WindowStats
 
 SATURATED = 90.0  # % busy that counts as "this was the limit"
 
@@ -52,6 +53,8 @@ def build(scenario: str, case: str, kind: str, results: list[GenResult], samples
         gw_rss_mb=max(win.gw_rss_mb, default=0.0) if gateway else None,
         kafka_cpu_pct=win.kafka_cpu_pct, machine_cpu_pct=win.machine_cpu_pct,
     )
+    if gateway and count:
+        row.extra["gw_cpu_us_per_msg"] = round(sum(win.gw_cpu_pct) / 100.0 * seconds * 1e6 / count, 1)
     if all("pulls" in r for r in results):
         row.extra.update(_pull_figures(results))
     known = sum(win.gw_cpu_pct) + (win.kafka_cpu_pct or 0.0) + row.gen_cpu_pct

@@ -7,6 +7,8 @@ import struct
 import time
 from typing import Any
 
+import confluent_kafka
+
 MSG_BYTES = 1024
 _STAMP = struct.Struct("<d")
 _FILL = b"x" * (MSG_BYTES - _STAMP.size)
@@ -16,6 +18,23 @@ PRODUCER_CONFIG: dict[str, Any] = {"acks": "all", "enable.idempotence": True}
 otherwise (linger.ms 5)."""
 
 
+_shared: Any = None  # a multiprocessing.Value("q") every pool process shares, set by init_shared
+
+
+def init_shared(counter: Any) -> None:
+    global _shared  # one counter per pool process, set once at its start
+    _shared = counter
+
+
+def add_shared(n: int) -> int:
+    """Add to the count all generators of a run share; returns the new total."""
+    if _shared is None:
+        return n
+    with _shared.get_lock():
+        _shared.value += n
+        return int(_shared.value)
+
+
 def payload(sent_at: float) -> bytes:
     """1 KiB whose first 8 bytes are the send time (time.time())."""
     return _STAMP.pack(sent_at) + _FILL
@@ -23,6 +42,20 @@ def payload(sent_at: float) -> bytes:
 
 def sent_at(data: bytes) -> float:
     return float(_STAMP.unpack_from(data)[0])
+
+
+def watermarks(consumer: confluent_kafka.Consumer, tp: confluent_kafka.TopicPartition,
+               timeout: float = 30.0) -> tuple[int, int]:
+    """(low, high) of a partition, waiting while a new topic's leader is being elected."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=10)
+            return int(low), int(high)
+        except confluent_kafka.KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def wait_until(start_at: float) -> None:

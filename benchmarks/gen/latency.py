@@ -11,9 +11,9 @@ from typing import Any
 import confluent_kafka
 import grpc
 
-from benchmarks.gen.common import payload, percentiles, result, sent_at, wait_until
-from benchmarks.gen.publish import _produce, _producer
-from benchmarks.gen.subscribe import _stubs
+from benchmarks.gen.common import add_shared, payload, percentiles, result, sent_at, wait_until, watermarks
+from benchmarks.gen.publish import make_producer, produce_one
+from benchmarks.gen.subscribe import pull_unless_done, subscriber_stubs
 
 TICK = 0.005  # the gateway sender batches what is due every 5 ms (librdkafka lingers 5 ms)
 
@@ -24,7 +24,7 @@ def _due(start: float, rate: float, sent: int, total: int) -> int:
 
 
 def raw_sender(args: dict[str, Any]) -> dict[str, Any]:
-    producer = _producer(args["bootstrap"])
+    producer = make_producer(args["bootstrap"])
     producer.list_topics(args["topic"], timeout=30)
     rate, total = args["rate"], int(args["rate"] * args["seconds"])
     wait_until(args["start_at"])
@@ -32,7 +32,7 @@ def raw_sender(args: dict[str, Any]) -> dict[str, Any]:
     sent = 0
     while sent < total:
         for _ in range(_due(t0, rate, sent, total)):
-            _produce(producer, args["topic"], payload(t0 + sent / rate))
+            produce_one(producer, args["topic"], payload(t0 + sent / rate))
             sent += 1
         producer.poll(0)
         time.sleep(0.0005)
@@ -46,7 +46,7 @@ def raw_receiver(args: dict[str, Any]) -> dict[str, Any]:
     meta = consumer.list_topics(args["topic"], timeout=30).topics[args["topic"]]
     tps = [confluent_kafka.TopicPartition(args["topic"], p) for p in meta.partitions]
     for tp in tps:
-        tp.offset = consumer.get_watermark_offsets(tp, timeout=30)[1]
+        tp.offset = watermarks(consumer, tp)[1]
     consumer.assign(tps)
     consumer.poll(0.2)
     wait_until(args["start_at"])
@@ -92,7 +92,7 @@ def gw_sender(args: dict[str, Any]) -> dict[str, Any]:
 
 def gw_receiver(args: dict[str, Any]) -> dict[str, Any]:
     """`threads` Pull loops (max 1000 each), acking every response asynchronously."""
-    channel, pb, stub = _stubs(args["address"])
+    channel, pb, stub = subscriber_stubs(args["address"])
     lat: list[float] = []
     acks: list[Any] = []
     last = [0.0]
@@ -103,13 +103,10 @@ def gw_receiver(args: dict[str, Any]) -> dict[str, Any]:
 
     def loop() -> None:
         request = pb.PullRequest(subscription=args["subscription"], max_messages=1000)
-        while len(lat) < args["expected"] and time.time() < end:
-            try:
-                resp = stub.Pull(request, timeout=2.0)
-            except grpc.RpcError:
-                continue  # an overloaded gateway let the call time out: pull again
+        while add_shared(0) < args["expected"] and time.time() < end:
+            resp = pull_unless_done(stub, request, 2.0, args["expected"])
             now = time.time()
-            if not resp.received_messages:
+            if resp is None or not resp.received_messages:
                 continue
             ids = [m.ack_id for m in resp.received_messages]
             ack = stub.Acknowledge.future(pb.AcknowledgeRequest(subscription=args["subscription"],
@@ -118,6 +115,7 @@ def gw_receiver(args: dict[str, Any]) -> dict[str, Any]:
                 lat.extend(now - sent_at(m.message.data) for m in resp.received_messages)
                 acks.append(ack)
                 last[0] = max(last[0], now)
+            add_shared(len(ids))
 
     threads = [threading.Thread(target=loop, daemon=True) for _ in range(args.get("threads", 4))]
     for t in threads:

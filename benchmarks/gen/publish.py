@@ -12,14 +12,14 @@ import grpc
 from benchmarks.gen.common import PRODUCER_CONFIG, payload, result, wait_until
 
 
-def _producer(bootstrap: str, **extra: Any) -> confluent_kafka.Producer:
+def make_producer(bootstrap: str, **extra: Any) -> confluent_kafka.Producer:
     return confluent_kafka.Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **extra})
 
 
-def _produce(producer: confluent_kafka.Producer, topic: str, value: bytes) -> None:
+def produce_one(producer: confluent_kafka.Producer, topic: str, value: bytes, partition: int = -1) -> None:
     while True:
         try:
-            producer.produce(topic, value)
+            producer.produce(topic, value, partition=partition)
             return
         except BufferError:
             producer.poll(0.005)
@@ -32,7 +32,7 @@ def raw_produce(args: dict[str, Any]) -> dict[str, Any]:
     def on_delivery(err: Any, _msg: Any) -> None:
         delivered[1 if err else 0] += 1
 
-    producer = _producer(args["bootstrap"], on_delivery=on_delivery)
+    producer = make_producer(args["bootstrap"], on_delivery=on_delivery)
     value = payload(0.0)
     producer.list_topics(args["topic"], timeout=30)
     wait_until(args["start_at"])
@@ -40,19 +40,21 @@ def raw_produce(args: dict[str, Any]) -> dict[str, Any]:
     end = t0 + args["seconds"]
     while time.time() < end:
         for _ in range(1000):
-            _produce(producer, args["topic"], value)
+            produce_one(producer, args["topic"], value)
         producer.poll(0)
     producer.flush(60)
     return result(delivered[0], t0, time.time(), cpu0, errors=delivered[1])
 
 
 def raw_fill(args: dict[str, Any]) -> dict[str, Any]:
-    """Produce exactly `count` records as fast as possible (a backlog, or a pre-publish)."""
-    producer = _producer(args["bootstrap"], **{"linger.ms": 20, "batch.size": 1_000_000})
+    """Produce exactly `count` records as fast as possible (a backlog, or a pre-publish), spread
+    evenly over the partitions."""
+    producer = make_producer(args["bootstrap"], **{"linger.ms": 20, "batch.size": 1_000_000})
     value = payload(0.0)
+    parts = len(producer.list_topics(args["topic"], timeout=30).topics[args["topic"]].partitions)
     cpu0, t0 = time.process_time(), time.time()
     for i in range(args["count"]):
-        _produce(producer, args["topic"], value)
+        produce_one(producer, args["topic"], value, i % parts)
         if i % 1000 == 0:
             producer.poll(0)
     left = producer.flush(120)

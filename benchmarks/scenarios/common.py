@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from benchmarks.api import Api
 from benchmarks.gen import publish
-from benchmarks.harness import Bench, GatewayProc
+from benchmarks.harness import Bench
+from benchmarks.processes import GatewayProc
 from gateway.translate import names
 
 FILL_PROCS = 2

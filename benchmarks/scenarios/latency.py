@@ -3,10 +3,12 @@ Publish -> Pull loops. The ratio is gateway p99 / raw p99 (lower is better; 1 = 
 
 from __future__ import annotations
 
+from benchmarks.api import Api
 from benchmarks.config import Mode
 from benchmarks.gen import latency
-from benchmarks.harness import Bench, GenResult, Samples
+from benchmarks.harness import Bench, GenResult
 from benchmarks.results import Row, build, ratio
+from benchmarks.sampling import Samples
 from benchmarks.scenarios.common import api_for, kafka_topic
 
 NAME = "latency"
@@ -14,44 +16,44 @@ RECEIVER_THREADS = 4
 
 
 def run(bench: Bench, mode: Mode) -> list[Row]:
-    rows: list[Row] = []
-    for rate in mode.latency_rates:
-        raw = _raw(bench, mode, rate)
-        rows += [raw, _gateway(bench, mode, rate, raw)]
-    return rows
-
-
-def _raw(bench: Bench, mode: Mode, rate: int) -> Row:
-    topic = bench.name("topics", f"lat-raw-{rate}")
+    raw_topic, gw_topic = bench.name("topics", "lat-raw"), bench.name("topics", "lat-gw")
+    sub = bench.name("subscriptions", "lat-gw")
     with api_for(bench.gateway) as api:
-        api.create_topic(topic)
+        api.create_topic(raw_topic)
+        api.create_topic(gw_topic)
+        api.create_subscription(sub, gw_topic)
         try:
-            common = {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "rate": rate,
-                      "seconds": mode.latency_seconds}
-            receiver = {**common, "group": f"{bench.prefix}-raw-lat",
-                        "expected": int(rate * mode.latency_seconds)}
-            results, win = bench.run([(latency.raw_sender, common), (latency.raw_receiver, receiver)])
+            _warm(api, gw_topic, sub)
+            rows: list[Row] = []
+            for rate in mode.latency_rates:
+                raw = _raw(bench, mode, rate, raw_topic)
+                rows += [raw, _gateway(bench, mode, rate, gw_topic, sub, raw)]
+            return rows
         finally:
-            api.delete(topic, [])
+            api.delete(raw_topic, [])
+            api.delete(gw_topic, [sub])
+
+
+def _warm(api: Api, topic: str, sub: str) -> None:
+    """Start the subscription's runner and let it own its partitions before anything is timed."""
+    api.publish_one(topic)
+    api.take_one(sub)
+
+
+def _raw(bench: Bench, mode: Mode, rate: int, topic: str) -> Row:
+    common = {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "rate": rate,
+              "seconds": mode.latency_seconds}
+    receiver = {**common, "group": f"{bench.prefix}-raw-lat", "expected": int(rate * mode.latency_seconds)}
+    results, win = bench.run([(latency.raw_sender, common), (latency.raw_receiver, receiver)])
     return _row(f"raw producer -> consumer @ {rate}/s", "raw", results, win)
 
 
-def _gateway(bench: Bench, mode: Mode, rate: int, raw: Row) -> Row:
-    topic = bench.name("topics", f"lat-gw-{rate}")
-    sub = bench.name("subscriptions", f"lat-gw-{rate}")
-    with api_for(bench.gateway) as api:
-        api.create_topic(topic)
-        api.create_subscription(sub, topic)
-        try:
-            api.publish_one(topic)
-            api.take_one(sub)
-            common = {"address": bench.gateway.address, "rate": rate, "seconds": mode.latency_seconds}
-            receiver = {**common, "subscription": sub, "expected": int(rate * mode.latency_seconds),
-                        "threads": RECEIVER_THREADS}
-            results, win = bench.run([(latency.gw_sender, {**common, "topic": topic}),
-                                      (latency.gw_receiver, receiver)])
-        finally:
-            api.delete(topic, [sub])
+def _gateway(bench: Bench, mode: Mode, rate: int, topic: str, sub: str, raw: Row) -> Row:
+    common = {"address": bench.gateway.address, "rate": rate, "seconds": mode.latency_seconds}
+    receiver = {**common, "subscription": sub, "expected": int(rate * mode.latency_seconds),
+                "threads": RECEIVER_THREADS}
+    sender = {**common, "topic": topic}
+    results, win = bench.run([(latency.gw_sender, sender), (latency.gw_receiver, receiver)])
     row = _row(f"Publish -> Pull x{RECEIVER_THREADS} @ {rate}/s", "gateway", results, win)
     row.ratio = ratio(row.extra["p99_ms"], raw.extra["p99_ms"])
     row.extra["p50_ratio"] = ratio(row.extra["p50_ms"], raw.extra["p50_ms"])

@@ -6,7 +6,8 @@ from __future__ import annotations
 from benchmarks.api import Api
 from benchmarks.config import Mode
 from benchmarks.gen import subscribe
-from benchmarks.harness import Bench, GatewayProc
+from benchmarks.harness import Bench
+from benchmarks.processes import GatewayProc
 from benchmarks.results import Row, build, ratio
 from benchmarks.scenarios.common import api_for, fill, kafka_topic
 
@@ -25,7 +26,7 @@ def run(bench: Bench, mode: Mode) -> list[Row]:
             fill(bench, topic, mode.scaleout_messages)
             raw1, raw2 = _raw(bench, mode, topic, 1), _raw(bench, mode, topic, 2)
             api.take_one(subs[0])
-            one = _pull(bench, mode, subs[0], [bench.gateway], raw1)
+            one = _pull(bench, mode, subs[0], [bench.gateway], raw1, mode.scaleout_messages - 1)
             two = _with_second(bench, mode, api, subs[1], raw2)
             two.extra["speedup_vs_one_gateway"] = ratio(two.msgs_per_s, one.msgs_per_s)
             return [raw1, raw2, one, two]
@@ -39,7 +40,7 @@ def _with_second(bench: Bench, mode: Mode, api: Api, sub: str, raw: Row) -> Row:
         api.take_one(sub)
         with api_for(second) as api2:
             api2.take_one(sub)  # returns once the second process owns partitions with messages
-        return _pull(bench, mode, sub, [bench.gateway, second], raw)
+        return _pull(bench, mode, sub, [bench.gateway, second], raw, mode.scaleout_messages - 2)
     finally:
         bench.stop_gateway(second)
 
@@ -51,9 +52,10 @@ def _raw(bench: Bench, mode: Mode, topic: str, procs: int) -> Row:
     return build(NAME, f"raw consumers, partitions split over {procs} proc", "raw", results, win)
 
 
-def _pull(bench: Bench, mode: Mode, sub: str, gateways: list[GatewayProc], raw: Row) -> Row:
-    tasks = [(subscribe.gw_pull_ack, {"address": gateways[i % len(gateways)].address, "subscription": sub,
-                                      "deadline_s": 600.0}) for i in range(mode.scaleout_procs)]
+def _pull(bench: Bench, mode: Mode, sub: str, gateways: list[GatewayProc], raw: Row, expected: int) -> Row:
+    args = {"subscription": sub, "deadline_s": 600.0, "expected": expected}
+    tasks = [(subscribe.gw_pull_ack, {**args, "address": gateways[i % len(gateways)].address})
+             for i in range(mode.scaleout_procs)]
     results, win = bench.run(tasks, gateways=gateways)
     label = f"Pull+Ack via {len(gateways)} gateway proc, {mode.scaleout_procs} clients"
     row = build(NAME, label, "gateway", results, win)

@@ -253,7 +253,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         if state is not None:
             state.apply(cmd, now_ms())
             self._folded[p].add(key)
-        if settles:
+        if settles and self.settle_listeners:
             offsets = _offsets_of(cmd)
             for listener in list(self.settle_listeners):
                 listener(p, offsets)
