@@ -28,7 +28,11 @@ from gateway.leases.state import PartitionState
 from gateway.translate.records import Record, to_message
 
 log = logging.getLogger(__name__)
-PREFETCH = 2000  # unleased records held ready per subscription in this process
+# Unleased records held ready per subscription in this process: fetching pauses above the high
+# mark and resumes below the low one. The gap keeps a busy subscription from pausing (which
+# drops librdkafka's prefetched records) after every pull, and bounds memory for any backlog.
+PREFETCH_HIGH = 8000
+PREFETCH_LOW = 4000
 
 
 def now_ms() -> int:
@@ -209,7 +213,12 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         ]
 
     def _update_wants(self) -> None:
-        self._wants = sum(s.ready_count for s in self.states.values()) < PREFETCH
+        ready = sum(s.ready_count for s in self.states.values())
+        if ready >= PREFETCH_HIGH:
+            self._wants = False
+        elif ready < PREFETCH_LOW and not self._wants:
+            self._wants = True
+            self._fetcher.wake()
 
     def _on_log(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
         self._loop.call_soon_threadsafe(self._apply_log, batch)

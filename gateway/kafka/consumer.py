@@ -22,8 +22,9 @@ from gateway.translate.records import Record
 log = logging.getLogger(__name__)
 Config = Mapping[str, str | int | bool]
 POLL_SECONDS = 0.1
+IDLE_POLL_SECONDS = 0.5
 __all__ = ["OFFSET_END", "FetchListener", "GroupFetcher", "TailReader", "end_offset", "read_to_end"]
-BATCH = 500
+BATCH = 1000
 
 
 def _is_real(msg: confluent_kafka.Message) -> bool:
@@ -201,7 +202,7 @@ class GroupFetcher:
         self._topic = topic
         self._listener = listener
         self._assigned: set[int] = set()
-        self._paused = False
+        self._demand = threading.Event()
         self._commits: dict[int, int] = {}
         self._seeks: dict[int, int] = {}
         self._running = True
@@ -216,6 +217,10 @@ class GroupFetcher:
             [self._topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost
         )
         self._thread.start()
+
+    def wake(self) -> None:
+        """The listener wants records again: stop waiting at once."""
+        self._demand.set()
 
     def request_seek(self, offsets: Mapping[int, int]) -> None:
         """Fetch these partitions from these offsets from now on (from the fetcher's thread)."""
@@ -239,8 +244,6 @@ class GroupFetcher:
             raise
         consumer.incremental_assign([TopicPartition(self._topic, p, starts[p]) for p in parts])
         self._assigned.update(parts)
-        if self._paused and parts:
-            consumer.pause([TopicPartition(self._topic, p) for p in parts])
 
     def _revoke(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition], lost: bool) -> None:
         parts = [tp.partition for tp in tps]
@@ -295,12 +298,17 @@ class GroupFetcher:
             if self._commits:
                 commits, self._commits = self._commits, {}
                 self._commit(commits, asynchronous=True)
-            want = self._listener.wants_records()
-            if want == self._paused and self._assigned:
-                tps = [TopicPartition(self._topic, p) for p in self._assigned]
-                (consumer.resume if want else consumer.pause)(tps)
-                self._paused = not want
-            msg = consumer.poll(POLL_SECONDS)
+            if not self._listener.wants_records():
+                # Enough is buffered: leave librdkafka's bounded queue alone (pausing would drop
+                # it) until demand returns; poll now and then so rebalances are still served
+                # (heartbeats run on librdkafka's own thread).
+                self._demand.wait(IDLE_POLL_SECONDS)
+                self._demand.clear()
+                if self._listener.wants_records():
+                    continue
+                msg = consumer.poll(0)
+            else:
+                msg = consumer.poll(POLL_SECONDS)
             if msg is None:
                 continue
             msgs = [msg, *consumer.consume(BATCH - 1, timeout=0)]
@@ -313,6 +321,7 @@ class GroupFetcher:
         if not self._running:
             return
         self._running = False
+        self._demand.set()
         if self._thread.is_alive():
             self._thread.join(10.0)
         try:
