@@ -227,8 +227,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         now = now_ms()
         for _topic, p, _offset, key, value in batch:
             state = self.states.get(p)
-            if state is None or key is None or value is None:
-                continue
+            if state is None or key is None or value is None or key in self._folded[p]:
+                continue  # not ours, a tombstone, or a command this process applied already
             try:
                 cmd = logformat.decode(value)
             except logformat.BadLogRecord:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import empty_pb2
+from google.protobuf import empty_pb2, timestamp_pb2
 from google.rpc import error_details_pb2, status_pb2
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
@@ -76,12 +76,18 @@ def _guard(fn: Handler[R]) -> Handler[R]:
 
 
 def received_message(d: Delivery) -> Any:
-    view = records.to_message(d.record)
-    msg = pb.PubsubMessage(
-        data=view.data, attributes=view.attributes, message_id=view.message_id,
-        ordering_key=view.ordering_key,
-    )
-    msg.publish_time.FromMilliseconds(view.publish_time_ms)
+    r = d.record
+    ms = r.timestamp_ms
+    when = timestamp_pb2.Timestamp(seconds=ms // 1000, nanos=(ms % 1000) * 1_000_000)
+    if r.headers is None and r.key is None:  # the common case, without the general mapping
+        msg = pb.PubsubMessage(data=r.value or b"", message_id=records.message_id(r.partition, r.offset),
+                               publish_time=when)
+    else:
+        view = records.to_message(r)
+        msg = pb.PubsubMessage(
+            data=view.data, attributes=view.attributes, message_id=view.message_id,
+            ordering_key=view.ordering_key, publish_time=when,
+        )
     return pb.ReceivedMessage(ack_id=d.ack_id, message=msg, delivery_attempt=d.attempt)
 
 
