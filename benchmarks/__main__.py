@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 import tempfile
 import time
@@ -17,12 +18,12 @@ from pathlib import Path
 from benchmarks import api, harness, processes, procstats, report
 from benchmarks.config import FULL, QUICK, Mode
 from benchmarks.results import Row
-from benchmarks.scenarios import backlog, deliver, latency, publish, scaleout
+from benchmarks.scenarios import backlog, deliver, latency, policies, publish, scaleout
 
 Scenario = Callable[[harness.Bench, Mode], list[Row]]
 SCENARIOS: dict[str, Scenario] = {
     "publish": publish.run, "deliver": deliver.run, "latency": latency.run,
-    "backlog": backlog.run, "scaleout": scaleout.run,
+    "backlog": backlog.run, "scaleout": scaleout.run, "policies": policies.run,
 }
 WORKERS = 4
 DEFAULT_OUT = Path(__file__).parent / "results" / "latest.json"
@@ -74,12 +75,18 @@ def _restart_gateway(bench: harness.Bench) -> None:
     bench.start_gateway()
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # so the gateways, the pool and the broker are stopped
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     mode = QUICK if args.quick else FULL
     chosen = args.scenarios.split(",")
     started = time.monotonic()
     background = procstats.background_cpu_pct()
+    source = procstats.source_version()  # now: other people may change the tree during the run
     with processes.kafka_broker(args.kafka_bootstrap) as (bootstrap, kafka_pid, kafka_version), \
             tempfile.TemporaryDirectory(prefix="bench-logs-") as logs:
         bench = harness.Bench(bootstrap, kafka_pid, Path(logs), WORKERS, shlex.split(args.gateway_args))
@@ -90,10 +97,11 @@ def main(argv: list[str] | None = None) -> int:
             bench.close()
             processes.delete_topics(bootstrap, bench.prefix)
     header = {
-        "command": "python -m benchmarks " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": shlex.join(["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)]),
         "mode": mode.name, "seconds": round(time.monotonic() - started, 1),
         "machine": procstats.describe_machine(kafka_version),
         "background_cpu_pct_before_run": round(background),
+        "source": source,
         "kafka_broker_pid_seen": kafka_pid is not None, "generator_processes": WORKERS,
         "gateway_args": args.gateway_args,
         "create_subscription_unavailable_retried": api.RETRIED,

@@ -8,6 +8,7 @@ import datetime
 import os
 import platform
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -118,6 +119,22 @@ def _memory_gib() -> float:
     return 0.0
 
 
+def source_version() -> dict[str, object]:
+    """The commit the gateway code comes from, and whether gateway/ differs from it."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10,
+                                  check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return done.stdout.strip()
+
+    return {"commit": git("rev-parse", "--short", "HEAD") or "unknown",
+            "gateway_modified": bool(git("status", "--porcelain", "--", "gateway"))}
+
+
 def describe_machine(kafka_version: str) -> dict[str, object]:
     import confluent_kafka
     import google.protobuf
@@ -130,7 +147,7 @@ def describe_machine(kafka_version: str) -> dict[str, object]:
         "kernel": platform.release(),
         "python": sys.version.split()[0],
         "kafka": kafka_version,
-        "confluent_kafka": confluent_kafka.version()[0],
+        "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
         "grpcio": grpc.__version__,
         "protobuf": google.protobuf.__version__,

@@ -23,7 +23,7 @@ def _num(value: float | None, fmt: str) -> str:
 def _details(row: Row) -> str:
     parts = [f"{k}={_short(v)}" for k, v in row.extra.items()]
     if row.limits:
-        parts.append("LIMIT: " + "; ".join(row.limits))
+        parts.append("limit: " + "; ".join(row.limits))
     return ", ".join(parts)
 
 
@@ -63,11 +63,11 @@ def _pull_target(rows: list[Row]) -> dict[str, Any]:
 
 def _rss_target(rows: list[Row]) -> dict[str, Any]:
     big = [r for r in rows if r.kind == "gateway" and r.extra.get("backlog") == MILLION]
-    value = big[0].extra.get("rss_after_mb") if big else None
-    out = {"target": f"gateway RSS < {RSS_TARGET_MB:.0f} MB with 10^6 unacked messages",
+    value = max(big[0].extra["rss_after_mb"], big[0].gw_rss_mb or 0.0) if big else None
+    out = {"target": f"gateway RSS < {RSS_TARGET_MB:.0f} MB with 10^6 unacked messages (peak while pulling)",
            "value": value, "met": value is not None and value < RSS_TARGET_MB}
     if not big:
-        out["note"] = "no 10^6 backlog in this run (quick mode measures 10^3 and 10^4)"
+        out["note"] = "no 10^6 backlog in this run (quick mode stops at 10^4)"
     return out
 
 
@@ -86,13 +86,23 @@ def format_targets(found: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _rounded(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def write_json(path: Path, header: dict[str, Any], scenarios: dict[str, list[Row]],
                errors: dict[str, str]) -> None:
-    data = {
+    data = _rounded({
         **header,
         "scenarios": {name: [dataclasses.asdict(r) for r in rows] for name, rows in scenarios.items()},
         "targets": targets(scenarios),
         "errors": errors,
-    }
+    })
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")

@@ -12,6 +12,7 @@ from benchmarks.procstats import CORES
 from benchmarks.sampling import Samples, WindowStats
 
 SATURATED = 90.0  # % busy that counts as "this was the limit"
+NOTHING_SATURATED = "no CPU saturated: bound by waiting (latency), not by CPU"
 
 
 @dataclasses.dataclass(slots=True)
@@ -86,7 +87,7 @@ def judge(row: Row, results: list[GenResult], win: WindowStats) -> list[str]:
         found.append("generator process at ~1 core")
     if win.kafka_cpu_pct is not None and win.kafka_cpu_pct >= SATURATED:
         found.append(f"Kafka broker CPU {win.kafka_cpu_pct:.0f}%")
-    return found
+    return found or [NOTHING_SATURATED]
 
 
 def ratio(value: float, base: float) -> float | None:

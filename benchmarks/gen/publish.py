@@ -88,3 +88,40 @@ def gw_publish(args: dict[str, Any]) -> dict[str, Any]:
     t1 = time.time()
     channel.close()
     return result(count, t0, t1, cpu0, errors=errors)
+
+
+def rest_publish(args: dict[str, Any]) -> dict[str, Any]:
+    """The same as gw_publish, over REST: POST .../topics/T:publish with JSON bodies."""
+    import asyncio
+    import base64
+    import json
+
+    import aiohttp
+
+    data = base64.b64encode(payload(0.0)).decode()
+    body = json.dumps({"messages": [{"data": data}] * args["batch"]}).encode()
+    url = f"http://{args['rest_address']}/v1/{args['topic']}:publish"
+
+    async def run() -> dict[str, Any]:
+        count = errors = 0
+        async with aiohttp.ClientSession(headers={"content-type": "application/json"}) as http:
+            async with http.get(f"http://{args['rest_address']}/v1/{args['topic']}") as resp:
+                await resp.read()  # connect before the start
+            wait_until(args["start_at"])
+            cpu0, t0 = time.process_time(), time.time()
+            end = t0 + args["seconds"]
+
+            async def worker() -> None:
+                nonlocal count, errors
+                while time.time() < end:
+                    async with http.post(url, data=body) as resp:
+                        reply = await resp.json()
+                    if resp.status == 200:
+                        count += len(reply["messageIds"])
+                    else:
+                        errors += 1
+
+            await asyncio.gather(*(worker() for _ in range(args["window"])))
+            return result(count, t0, time.time(), cpu0, errors=errors)
+
+    return asyncio.run(run())

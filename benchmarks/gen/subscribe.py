@@ -61,7 +61,8 @@ def subscriber_stubs(address: str) -> tuple[grpc.Channel, Any, Any]:
 def gw_pull_ack(args: dict[str, Any]) -> dict[str, Any]:
     """Pull(max_messages) and Acknowledge each response's ids in one call (sent while the next
     Pull runs), until all generators together received `expected` or `idle_pulls` pulls in a
-    row came back empty."""
+    row came back empty. With `cancel` (the default) a Pull still waiting then is cancelled;
+    without, it is waited for and what it brings is acked too (nothing stays leased)."""
     channel, pb, stub = subscriber_stubs(args["address"])
     sub, expected = args["subscription"], args.get("expected", 1 << 62)
     request = pb.PullRequest(subscription=sub, max_messages=args.get("max_messages", 1000))
@@ -73,7 +74,8 @@ def gw_pull_ack(args: dict[str, Any]) -> dict[str, Any]:
     pull_s: list[float] = []
     while empty < args.get("idle_pulls", 2) and add_shared(0) < expected and time.time() < end:
         started = time.time()
-        resp = pull_unless_done(stub, request, args.get("pull_timeout", 2.0), expected)
+        resp = pull_unless_done(stub, request, args.get("pull_timeout", 2.0),
+                                expected if args.get("cancel", True) else 1 << 62)
         if ack is not None:
             ack.result()
             ack = None

@@ -7,12 +7,13 @@ from benchmarks.api import Api
 from benchmarks.config import Mode
 from benchmarks.gen import latency
 from benchmarks.harness import Bench, GenResult
-from benchmarks.results import Row, build, ratio
+from benchmarks.results import NOTHING_SATURATED, Row, build, ratio
 from benchmarks.sampling import Samples
 from benchmarks.scenarios.common import api_for, kafka_topic
 
 NAME = "latency"
 RECEIVER_THREADS = 4
+OFFERED_RATE = "the offered rate (fixed); no CPU saturated"
 
 
 def run(bench: Bench, mode: Mode) -> list[Row]:
@@ -70,4 +71,6 @@ def _row(case: str, kind: str, results: list[GenResult], win: Samples) -> Row:
     row.other_cpu_pct = max(0.0, row.other_cpu_pct - sender_pct)
     row.extra.update({k: round(float(receiver[k]), 2) for k in ("p50_ms", "p99_ms", "max_ms")})
     row.extra["sent"] = sender["count"]
+    if row.limits == [NOTHING_SATURATED]:
+        row.limits = [OFFERED_RATE]
     return row

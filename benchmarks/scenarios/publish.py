@@ -38,4 +38,24 @@ def _measure(bench: Bench, mode: Mode, topic: str) -> list[Row]:
         if errors:
             row.extra["errors"] = errors
         rows.append(row)
+    rows += _rest(bench, mode, topic, raw, rows)
     return rows
+
+
+def _rest(bench: Bench, mode: Mode, topic: str, raw: Row, rows: list[Row]) -> list[Row]:
+    """REST publish of 100 x 1 KiB per request, next to gRPC with the same batch in this run."""
+    if not bench.gateway.rest_address:
+        return []
+    grpc_row = next((r for r in rows if r.case.startswith("Publish batch=100,")), None)
+    procs = next((c.procs for c in mode.publish_cases if c.batch == 100), 2)
+    args = {"rest_address": bench.gateway.rest_address, "topic": topic, "batch": 100, "window": 2,
+            "seconds": mode.publish_seconds}
+    results, win = bench.run([(publish.rest_publish, args)] * procs)
+    row = build(NAME, f"REST publish batch=100, {procs} proc x 2 in flight", "gateway", results, win)
+    row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
+    if grpc_row is not None:
+        row.extra["vs_grpc_batch_100"] = round(row.msgs_per_s / grpc_row.msgs_per_s, 3)
+    errors = sum(int(r.get("errors", 0)) for r in results)
+    if errors:
+        row.extra["errors"] = errors
+    return [row]

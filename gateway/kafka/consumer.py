@@ -195,6 +195,9 @@ class GroupFetcher:
             "heartbeat.interval.ms": max(300, session_timeout_ms // 5),
             "max.poll.interval.ms": 120_000,
             "queued.max.messages.kbytes": 16_384,
+            # When that queue is full librdkafka waits this long before fetching again; its
+            # default of 1 s stalled busy subscriptions (24k -> 33k msg/s in the benchmark).
+            "fetch.queue.backoff.ms": 10,
             "fetch.wait.max.ms": 200,
             **base,
         }
