@@ -8,7 +8,7 @@ binding of query parameters to the request fields that neither the path nor the 
 
 from __future__ import annotations
 
-import base64
+import binascii
 import dataclasses
 import functools
 import json
@@ -258,8 +258,11 @@ def _plain(m: dict[str, Any]) -> bool:
 
 def _b64(text: str) -> bytes:
     """Standard or URL-safe base64, padded or not, as proto3 JSON allows."""
-    text = text.translate(_URLSAFE).rstrip("=")
-    return base64.b64decode(text + "=" * (-len(text) % 4))
+    if "-" in text or "_" in text:
+        text = text.translate(_URLSAFE)
+    if len(text) % 4:
+        text = text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4)
+    return binascii.a2b_base64(text)
 
 
 def _set_path_field(request: Message, field_path: str, text: str) -> None:
