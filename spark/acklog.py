@@ -1,0 +1,184 @@
+"""The lease/ack log (docs/lease-log.md) read with Spark SQL, and the anti-join it implies.
+
+Per log partition *p* (= source partition *p*): compaction is applied the way Kafka would (the
+latest record per key wins, a tombstone deletes the key); the current checkpoint is the live
+`s.<p>.<epoch>` of the highest epoch; a source offset *o* is acknowledged when it lies below
+that checkpoint's `watermark`, in one of its `acked` ranges, or in the `ranges` of a live `ack`
+command of the same epoch (acks only grow within an epoch, so a command already folded into the
+checkpoint changes nothing). Values are decoded with `from_json`.
+
+Checkpoints hold a partition's whole state and are rewritten every checkpoint interval, so until
+Kafka compacts them the log holds many large old versions: "latest per key" is computed on small
+rows (offsets, and the values of commands only), and then only the current checkpoint's value
+is decoded.
+
+Ranges become rows without a UDF: each range is cut at multiples of `BUCKET`; whole buckets
+become (p, bucket) rows and the ragged ends (p, offset) rows, so a huge range costs
+range/BUCKET rows and scattered single acks one row each. Records are then anti-joined on
+(p, o < watermark), (p, offset) and (p, offset div BUCKET).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark.options import KafkaConnection
+from spark.subscription import Subscription
+
+BUCKET = 1024
+FETCH_BYTES = str(16 << 20)  # per fetch (not 50 MiB): checkpoints may be megabytes each
+LOG_SCHEMA = ("v INT, type STRING, epoch BIGINT, watermark BIGINT, "
+              "acked ARRAY<ARRAY<BIGINT>>, ranges ARRAY<ARRAY<BIGINT>>")
+CHECKPOINTS = "ack_p INT, ack_epoch BIGINT, ack_watermark BIGINT, acked ARRAY<ARRAY<BIGINT>>"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AckState:
+    """Views of a subscription's acknowledged offsets (lazy: re-read when a query runs)."""
+
+    positions: DataFrame  # ack_p, ack_epoch, ack_watermark: the current checkpoint per partition
+    offsets: DataFrame  # ack_p, ack_offset: single acknowledged offsets above the watermark
+    buckets: DataFrame  # ack_p, ack_bucket: whole acknowledged buckets above the watermark
+
+    def watermarks(self) -> dict[int, tuple[int, int]]:
+        """partition -> (epoch, watermark), collected to the driver."""
+        return {r["ack_p"]: (r["ack_epoch"], r["ack_watermark"]) for r in self.positions.collect()}
+
+
+def scan(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
+         ranges: Mapping[int, tuple[int, int]] | None = None) -> DataFrame:
+    """The log topic: all of it, or the offsets [start, end) of some partitions."""
+    topic = sub.log_topic
+    reader = spark.read.format("kafka").option("kafka.fetch.max.bytes", FETCH_BYTES).options(**conn.source())
+    if ranges is None:
+        return (reader.option("assign", json.dumps({topic: list(range(sub.partitions))}))
+                .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+    return (reader.option("assign", json.dumps({topic: sorted(ranges)}))
+            .option("startingOffsets", json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}))
+            .option("endingOffsets", json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}})).load())
+
+
+def live_keys(raw: DataFrame) -> DataFrame:
+    """(p, k, offset, cmd): each live key's latest offset, and the value if it is a command."""
+    key = F.col("key").cast("string")
+    small = raw.select(F.col("partition").alias("p"), key.alias("k"), "offset",
+                       F.col("value").isNull().alias("tombstone"),
+                       F.when(key.startswith("e."), F.col("value")).alias("cmd"))
+    latest = small.groupBy("p", "k").agg(F.max("offset").alias("offset"),
+                                         F.max_by("tombstone", "offset").alias("tombstone"),
+                                         F.max_by("cmd", "offset").alias("cmd"))
+    return latest.where(~F.col("tombstone")).drop("tombstone")
+
+
+def current_checkpoints(live: DataFrame) -> DataFrame:
+    """(cp_p, cp_offset): where each partition's checkpoint of the highest epoch is."""
+    epoch = F.split(F.col("k"), r"\.")[2].cast("bigint")
+    return (live.where(F.col("k").startswith("s.")).groupBy("p")
+            .agg(F.max_by("offset", epoch).alias("cp_offset")).withColumnRenamed("p", "cp_p"))
+
+
+def _decoded(df: DataFrame, p: str, j: Column, kind: str) -> DataFrame:
+    """The fields of the decoded values of one type. `inline` decodes each value once: the
+    optimizer would otherwise give every field its own `from_json` of the whole text."""
+    return (df.select(F.col(p).alias("p"), F.inline(F.array(j)))
+            .where((F.col("v") == 1) & (F.col("type") == kind))
+            .select("p", F.coalesce("epoch", F.lit(0)).alias("epoch"), "watermark", "acked", "ranges"))
+
+
+def _json(value: Column) -> Column:
+    return F.from_json(value.cast("string"), LOG_SCHEMA)
+
+
+def _as_checkpoints(records: DataFrame) -> DataFrame:
+    """Decoded checkpoints, without their bulk when possible: the gateway writes `leases` and
+    `attempts` after `acked`, so the text before `,"leases":` (closed) holds all that is needed;
+    any other layout is decoded whole."""
+    text = F.col("value").cast("string")
+    head = F.from_json(F.concat(F.substring_index(text, ',"leases":', 1), F.lit("}")), LOG_SCHEMA)
+    heads = records.select("partition", "value", head.alias("head"))  # one decoding per record
+    complete = F.col("head.watermark").isNotNull() & F.col("head.acked").isNotNull()
+    j = F.when(complete, F.col("head")).otherwise(_json(F.col("value")))
+    return _decoded(heads, "partition", j, "checkpoint").select(
+        F.col("p").alias("ack_p"), F.col("epoch").alias("ack_epoch"),
+        F.col("watermark").alias("ack_watermark"), "acked")
+
+
+def _snapshot_checkpoints(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
+                          live: DataFrame) -> DataFrame:
+    """Read the current checkpoints alone (one record per partition), once."""
+    current: dict[int, tuple[int, int]] = {}  # p -> (epoch, offset) of the highest epoch
+    for r in live.where(F.col("k").startswith("s.")).select("p", "k", "offset").collect():
+        found = (int(r["k"].split(".")[2]), r["offset"])
+        current[r["p"]] = max(current.get(r["p"], found), found)
+    at = {p: offset for p, (_, offset) in current.items()}
+    if not at:
+        return spark.createDataFrame([], CHECKPOINTS)
+    return _as_checkpoints(scan(spark, sub, conn, {p: (o, o + 1) for p, o in at.items()})).localCheckpoint()
+
+
+def read(spark: SparkSession, sub: Subscription, conn: KafkaConnection, snapshot: bool = False) -> AckState:
+    """The acknowledged offsets: re-read from the log whenever a query uses them, or, with
+    `snapshot`, read once now and fixed (kept as local checkpoints, cleaned with the DataFrames)."""
+    raw = scan(spark, sub, conn)
+    live = live_keys(raw)
+    if snapshot:
+        live = live.localCheckpoint()
+        checkpoints = _snapshot_checkpoints(spark, sub, conn, live)
+    else:
+        where = (F.col("partition") == F.col("cp_p")) & (F.col("offset") == F.col("cp_offset"))
+        checkpoints = _as_checkpoints(raw.join(F.broadcast(current_checkpoints(live)), where, "left_semi"))
+    positions = checkpoints.drop("acked")
+    from_checkpoints = checkpoints.select("ack_p", "ack_watermark", F.explode("acked").alias("r"))
+    from_commands = (_decoded(live.where(F.col("cmd").isNotNull()), "p", _json(F.col("cmd")), "ack")
+                     .select("p", "epoch", F.explode("ranges").alias("r"))
+                     .join(positions, (F.col("p") == F.col("ack_p")) & (F.col("epoch") == F.col("ack_epoch")))
+                     .select("ack_p", "ack_watermark", "r"))
+    ranges = (from_checkpoints.unionByName(from_commands)
+              .select("ack_p", F.greatest(F.col("r")[0], F.col("ack_watermark")).alias("s"),
+                      F.col("r")[1].alias("e"))
+              .where(F.col("s") < F.col("e")))
+    return _bucketed(positions, ranges)
+
+
+def _seq(lo: Column, hi: Column) -> Column:
+    """[lo, hi) as an array of offsets (empty when lo >= hi)."""
+    return F.when(lo < hi, F.sequence(lo, hi - 1)).otherwise(F.array().cast("array<bigint>"))
+
+
+def _bucketed(positions: DataFrame, ranges: DataFrame) -> AckState:
+    b = F.lit(BUCKET).cast("bigint")
+    s, e = F.col("s"), F.col("e")
+    first, last = F.floor((s + b - 1) / b), F.floor(e / b)  # whole buckets: [first, last)
+    has_whole = first < last
+    cut = ranges.select(
+        "ack_p",
+        F.when(has_whole, _seq(first, last)).otherwise(F.array().cast("array<bigint>")).alias("whole"),
+        F.when(has_whole, F.concat(_seq(s, first * b), _seq(last * b, e))).otherwise(_seq(s, e))
+        .alias("ragged"),
+    )
+    offsets = cut.select("ack_p", F.explode("ragged").alias("ack_offset"))
+    buckets = cut.select("ack_p", F.explode("whole").alias("ack_bucket"))
+    return AckState(positions, offsets, buckets)
+
+
+def exclude_acked(records: DataFrame, state: AckState, broadcast: bool = True,
+                  below_watermark: bool = True) -> DataFrame:
+    """`records` (Kafka source rows: partition, offset, ...) minus the acknowledged ones;
+    `below_watermark=False` when the read starts at the watermarks of this very state."""
+    def side(df: DataFrame) -> DataFrame:
+        return F.broadcast(df) if broadcast else df
+
+    part, off = F.col("partition"), F.col("offset")
+    out = records
+    if below_watermark:
+        out = out.join(side(state.positions),
+                       (part == F.col("ack_p")) & (off < F.col("ack_watermark")), "left_anti")
+    out = out.join(side(state.offsets), (part == F.col("ack_p")) & (off == F.col("ack_offset")), "left_anti")
+    bucket = F.floor(off / F.lit(BUCKET))
+    return out.join(side(state.buckets), (part == F.col("ack_p")) & (bucket == F.col("ack_bucket")),
+                    "left_anti")

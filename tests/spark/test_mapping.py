@@ -1,0 +1,100 @@
+"""The Spark SQL pieces against the gateway's pure code, on synthetic rows (no broker)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import random
+
+from pyspark.sql import SparkSession
+from pyspark.sql import types as T
+
+from gateway.leases import logformat
+from gateway.leases.commands import Ack, Checkpoint
+from gateway.translate.records import Record, message_id, to_message
+from spark import acklog
+from spark.acks import commands
+from spark.messages import pubsub_view
+from tests.spark.conftest import SPARK_WARNINGS
+
+pytestmark = SPARK_WARNINGS
+
+KAFKA_SCHEMA = T.StructType([
+    T.StructField("key", T.BinaryType()),
+    T.StructField("value", T.BinaryType()),
+    T.StructField("partition", T.IntegerType()),
+    T.StructField("offset", T.LongType()),
+    T.StructField("timestamp", T.TimestampType()),
+    T.StructField("headers", T.ArrayType(T.StructType([
+        T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]))),
+])
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+CASES: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]] = [
+    (None, b"plain", None),
+    (b"k1", b"with key", [("a", b"1"), ("b", "é".encode())]),
+    (b"", b"empty key", []),
+    (b"\xff\xfe", b"binary key", [("a", b"x")]),
+    (b"k" * 1025, b"long key", None),
+    (b"k" * 1024, b"longest key", None),
+    (None, None, [("bin", b"\x00\xff" * 60), ("none", None)]),
+    (None, b"dupes", [("a", b"1"), ("a", b"2"), ("a-base64", b"3"), ("a", b"\xff")]),
+    (b"\xc3", b"key attribute wins", [("kafka-key-base64", b"header")]),
+    (b"k", b"a null value", [("a", b"1"), ("none", None)]),
+]
+
+
+def test_pubsub_view_matches_the_gateway(spark: SparkSession) -> None:
+    base = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
+    rows = [(key, value, i % 3, 1_000_000_000 + i, base + datetime.timedelta(milliseconds=i), headers)
+            for i, (key, value, headers) in enumerate(CASES)]
+    got = {r["offset"]: r for r in pubsub_view(spark.createDataFrame(rows, KAFKA_SCHEMA)).collect()}
+    for key, value, p, offset, ts, headers in rows:
+        want = to_message(Record(p, offset, int((ts - EPOCH).total_seconds() * 1000), key, value, headers))
+        row = got[offset]
+        assert row["message_id"] == want.message_id == message_id(p, offset)
+        assert bytes(row["data"]) == want.data
+        assert row["attributes"] == want.attributes, value
+        assert row["ordering_key"] == want.ordering_key, value
+        assert row["publish_time"].replace(tzinfo=datetime.UTC) == ts
+
+
+def test_ranges_become_offsets_and_whole_buckets(spark: SparkSession) -> None:
+    b = acklog.BUCKET
+    ranges = [(0, 5, 6), (0, 10, 10 + 3 * b + 7), (0, 2 * b - 1, 4 * b + 1), (1, 3 * b, 5 * b),
+              (1, 7, 9), (2, b - 2, b + 2)]
+    df = spark.createDataFrame(ranges, "ack_p INT, s BIGINT, e BIGINT")
+    positions = spark.createDataFrame([(0, 0, 0)], "ack_p INT, ack_epoch BIGINT, ack_watermark BIGINT")
+    state = acklog._bucketed(positions, df)
+    covered: set[tuple[int, int]] = {(r["ack_p"], r["ack_offset"]) for r in state.offsets.collect()}
+    whole = state.buckets.collect()
+    assert len(whole) <= sum((e - s) // b + 1 for _, s, e in ranges)
+    for r in whole:
+        covered |= {(r["ack_p"], o) for o in range(r["ack_bucket"] * b, (r["ack_bucket"] + 1) * b)}
+    assert covered == {(p, o) for p, s, e in ranges for o in range(s, e)}
+
+
+def test_ack_commands_are_log_records(spark: SparkSession) -> None:
+    rng = random.Random(7)
+    offsets = {p: sorted(rng.sample(range(10_000), 300)) for p in range(3)}
+    offsets[1] += offsets[1][-5:]  # duplicates are harmless
+    df = spark.createDataFrame([(p, o) for p, os in offsets.items() for o in os], "partition INT, offset BIGINT")
+    rows = commands(df, epoch=3, writer="spark-test").collect()
+    assert sorted(r["partition"] for r in rows) == [0, 1, 2]
+    for r in rows:
+        assert r["key"] == f"e.{r['partition']}.spark-test.0"
+        cmd = logformat.decode(r["value"].encode())
+        assert isinstance(cmd, Ack) and cmd.partition == r["partition"] and cmd.epoch == 3
+        acked = {o for s, e in cmd.ranges for o in range(s, e)}
+        assert acked == set(offsets[r["partition"]])
+
+
+def test_checkpoints_decode_in_any_key_order(spark: SparkSession) -> None:
+    cp = Checkpoint(0, 10, ((11, 12), (14, 20)), ((12, 1, 1700000000000),), ((12, 1),), 2)
+    ours = logformat.encode(cp)
+    other = json.dumps({"leases": [[12, 1, 1]], "v": 1, "p": 1, "type": "checkpoint", "acked": [[11, 12]],
+                        "attempts": [], "watermark": 10, "epoch": 2}).encode()
+    df = spark.createDataFrame([(0, ours), (1, other)], "partition INT, value BINARY")
+    got = {r["ack_p"]: r for r in acklog._as_checkpoints(df).collect()}
+    assert (got[0]["ack_epoch"], got[0]["ack_watermark"], got[0]["acked"]) == (2, 10, [[11, 12], [14, 20]])
+    assert (got[1]["ack_epoch"], got[1]["ack_watermark"], got[1]["acked"]) == (2, 10, [[11, 12]])
