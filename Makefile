@@ -24,7 +24,7 @@ test: lint
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check gateway tests benchmarks
+	$(BIN)/ruff check gateway tests benchmarks spark
 	$(BIN)/mypy
 
 unit: $(STAMP)
