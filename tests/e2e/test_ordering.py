@@ -42,7 +42,7 @@ def test_pull_holds_a_key_while_its_batch_is_out(shared_gateway: GatewayProcess,
     pub.publish(topic, b"free").result(timeout=30)
     first = pull_until(sub, subscription, 4)
     assert [m.message.data for m in first if m.message.ordering_key] == [b"k0:0", b"k0:1", b"k0:2"]
-    assert first[0].message.ordering_key == "k0"
+    assert {m.message.ordering_key for m in first if m.message.data.startswith(b"k0")} == {"k0"}
     _publish_keys(pub, topic, 1, 1)  # k0:0 again, later in the log
     pub.publish(topic, b"free2").result(timeout=30)
     second = pull_until(sub, subscription, 1, timeout=5)
