@@ -331,7 +331,12 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     async def _dead_letter_loop(self) -> None:
         while True:
             await asyncio.sleep(0.2)
+            now = now_ms()
             for p, state in list(self.states.items()):
+                # Expired leases are found here too, not only by the next pull: a message whose
+                # last delivery ran out must reach the dead-letter topic even if nobody pulls.
+                if state.expire(now):
+                    self.ready.set()
                 dead = state.take_dead()
                 if not dead:
                     continue

@@ -124,10 +124,14 @@ class PartitionState(Generic[R]):
             if self.is_acked(offset):
                 continue
             self.records[offset] = record
-            if offset not in self.leases and offset not in self._waiting and offset not in self._dead:
+            if offset in self.leases or offset in self._waiting or offset in self._dead:
+                self._hold_key(self._key(offset), offset)
+            elif self.max_attempts and self._failures(offset) >= self.max_attempts:
+                # Used up its deliveries before a restart: forward it without waiting for a pull.
+                self._dead[offset] = False
+                self._hold_key(self._key(offset), offset)
+            else:
                 self._make_ready(offset)
-            elif (key := self._key(offset)) is not None:
-                self._key_leases.setdefault(key, set()).add(offset)
         self._advance()
 
     # -- the delivery side -----------------------------------------------------------------

@@ -76,4 +76,5 @@ class PushBackoff:
 
     def wait(self, now: float) -> float:
         """Seconds to wait before the next push may start."""
-        return max(0.0, self.resume_at - now)
+        # Clamped: resume_at - now can exceed the delay by a rounding error.
+        return min(self.maximum, max(0.0, self.resume_at - now))

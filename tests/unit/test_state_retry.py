@@ -363,6 +363,26 @@ def test_a_rebuilt_state_hands_used_up_messages_to_the_dead_letters() -> None:
     assert s.take(10, T0 + 1, DL) == []
 
 
+def test_used_up_messages_go_dead_as_their_records_arrive_without_a_pull() -> None:
+    # After a restart nobody may pull again: the dead-letter loop alone must find them.
+    s: PartitionState[str] = PartitionState(P, 0)
+    s.max_attempts = 3
+    s.apply(Checkpoint(P, 0, (), (), ((0, 3), (1, 2))), T0)
+    s.add_records((o, f"r{o}") for o in range(2))
+    assert s.take_dead() == [(0, 3, "r0")]
+    assert s.ready_count == 1
+
+
+def test_an_expiry_found_without_a_pull_hands_a_last_attempt_to_the_dead_letters() -> None:
+    s: PartitionState[str] = PartitionState(P, 0)
+    s.max_attempts = 3
+    s.apply(Checkpoint(P, 0, (), ((0, 3, T0 + 100),), ((0, 3),)), T0)
+    s.add_records([(0, "r0")])
+    assert s.take_dead() == []
+    assert s.expire(T0 + 100) == 1
+    assert s.take_dead() == [(0, 3, "r0")]
+
+
 def test_a_rebuilt_lease_on_its_last_attempt_goes_dead_on_expiry() -> None:
     s: PartitionState[str] = PartitionState(P, 0)
     s.max_attempts = 3
