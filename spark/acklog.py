@@ -7,10 +7,13 @@ that checkpoint's `watermark`, in one of its `acked` ranges, or in the `ranges` 
 command of the same epoch (acks only grow within an epoch, so a command already folded into the
 checkpoint changes nothing). Values are decoded with `from_json`.
 
-Checkpoints hold a partition's whole state and are rewritten every checkpoint interval, so until
-Kafka compacts them the log holds many large old versions: "latest per key" is computed on small
-rows (offsets, and the values of commands only), and then only the current checkpoint's value
-is decoded.
+Two ways to find those records. A stream (`read`) scans the whole log in every micro-batch:
+Checkpoints are rewritten every checkpoint interval, so until Kafka compacts them the log holds
+many old versions; "latest per key" is computed on small rows (offsets, and the values of
+commands only), and then only the current checkpoint's value is decoded. A snapshot
+(`read_snapshot`) lets the driver find the current checkpoint from the log's end and read only
+the commands after the `log_offset` it names (every command below it is folded into it), and
+hands those few values to Spark SQL: the history is never read.
 
 Ranges become rows without a UDF: each range is cut at multiples of `BUCKET`; whole buckets
 become (p, bucket) rows and the ragged ends (p, offset) rows, so a huge range costs
@@ -22,11 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from spark import driver
 from spark.options import KafkaConnection
 from spark.subscription import Subscription
 
@@ -34,7 +40,7 @@ BUCKET = 1024
 FETCH_BYTES = str(16 << 20)  # per fetch (not 50 MiB): checkpoints may be megabytes each
 LOG_SCHEMA = ("v INT, type STRING, epoch BIGINT, watermark BIGINT, "
               "acked ARRAY<ARRAY<BIGINT>>, ranges ARRAY<ARRAY<BIGINT>>")
-CHECKPOINTS = "ack_p INT, ack_epoch BIGINT, ack_watermark BIGINT, acked ARRAY<ARRAY<BIGINT>>"
+SEEK_WAIT = 10.0  # seconds a snapshot waits for the checkpoints of an epoch a Seek has just begun
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,9 +50,12 @@ class AckState:
     positions: DataFrame  # ack_p, ack_epoch, ack_watermark: the current checkpoint per partition
     offsets: DataFrame  # ack_p, ack_offset: single acknowledged offsets above the watermark
     buckets: DataFrame  # ack_p, ack_bucket: whole acknowledged buckets above the watermark
+    known: Mapping[int, tuple[int, int]] | None = None  # the watermarks, when the driver has them
 
     def watermarks(self) -> dict[int, tuple[int, int]]:
         """partition -> (epoch, watermark), collected to the driver."""
+        if self.known is not None:
+            return dict(self.known)
         return {r["ack_p"]: (r["ack_epoch"], r["ack_watermark"]) for r in self.positions.collect()}
 
 
@@ -95,11 +104,11 @@ def _json(value: Column) -> Column:
 
 
 def _as_checkpoints(records: DataFrame) -> DataFrame:
-    """Decoded checkpoints, without their bulk when possible: the gateway writes `leases` and
-    `attempts` after `acked`, so the text before `,"leases":` (closed) holds all that is needed;
-    any other layout is decoded whole."""
+    """Decoded checkpoints, without their bulk when possible: the gateway writes `lease_runs`
+    and `attempt_runs` (`leases` and `attempts` in the first format) after `acked`, so the text
+    before `,"lease` (closed) holds all that is needed; any other layout is decoded whole."""
     text = F.col("value").cast("string")
-    head = F.from_json(F.concat(F.substring_index(text, ',"leases":', 1), F.lit("}")), LOG_SCHEMA)
+    head = F.from_json(F.concat(F.substring_index(text, ',"lease', 1), F.lit("}")), LOG_SCHEMA)
     heads = records.select("partition", "value", head.alias("head"))  # one decoding per record
     complete = F.col("head.watermark").isNotNull() & F.col("head.acked").isNotNull()
     j = F.when(complete, F.col("head")).otherwise(_json(F.col("value")))
@@ -108,33 +117,60 @@ def _as_checkpoints(records: DataFrame) -> DataFrame:
         F.col("watermark").alias("ack_watermark"), "acked")
 
 
-def _snapshot_checkpoints(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
-                          live: DataFrame) -> DataFrame:
-    """Read the current checkpoints alone (one record per partition), once."""
-    current: dict[int, tuple[int, int]] = {}  # p -> (epoch, offset) of the highest epoch
-    for r in live.where(F.col("k").startswith("s.")).select("p", "k", "offset").collect():
-        found = (int(r["k"].split(".")[2]), r["offset"])
-        current[r["p"]] = max(current.get(r["p"], found), found)
-    at = {p: offset for p, (_, offset) in current.items()}
-    if not at:
-        return spark.createDataFrame([], CHECKPOINTS)
-    return _as_checkpoints(scan(spark, sub, conn, {p: (o, o + 1) for p, o in at.items()})).localCheckpoint()
-
-
 def read(spark: SparkSession, sub: Subscription, conn: KafkaConnection, snapshot: bool = False) -> AckState:
     """The acknowledged offsets: re-read from the log whenever a query uses them, or, with
-    `snapshot`, read once now and fixed (kept as local checkpoints, cleaned with the DataFrames)."""
+    `snapshot`, read once now and fixed."""
+    if snapshot:
+        return read_snapshot(spark, sub, conn)
     raw = scan(spark, sub, conn)
     live = live_keys(raw)
-    if snapshot:
-        live = live.localCheckpoint()
-        checkpoints = _snapshot_checkpoints(spark, sub, conn, live)
-    else:
-        where = (F.col("partition") == F.col("cp_p")) & (F.col("offset") == F.col("cp_offset"))
-        checkpoints = _as_checkpoints(raw.join(F.broadcast(current_checkpoints(live)), where, "left_semi"))
+    where = (F.col("partition") == F.col("cp_p")) & (F.col("offset") == F.col("cp_offset"))
+    checkpoints = _as_checkpoints(raw.join(F.broadcast(current_checkpoints(live)), where, "left_semi"))
+    return _state(checkpoints, live.where(F.col("cmd").isNotNull()).select("p", "cmd"))
+
+
+def read_snapshot(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
+                  seek_wait: float = SEEK_WAIT) -> AckState:
+    """The acknowledged offsets of now, fixed. The driver reads each log partition's current
+    checkpoint and the commands written since the log offset it names (librdkafka, a few
+    records: no Spark job); Spark SQL decodes them as in `read`."""
+    deadline = time.monotonic() + seek_wait
+    while True:
+        with ThreadPoolExecutor(max(1, min(8, sub.partitions))) as pool:
+            tails = list(pool.map(lambda p: driver.log_tail(conn, sub.log_topic, p, sub.epoch),
+                                  range(sub.partitions)))
+        missing = [p for p, t in enumerate(tails) if t.checkpoint is None]
+        if sub.epoch == 0 or not missing:
+            break
+        if time.monotonic() > deadline:  # a Seek writes its checkpoints just after the epoch
+            raise RuntimeError(f"{sub.name}: no checkpoint of epoch {sub.epoch} in partitions {missing}; "
+                               "a Seek may have failed half-way, seek again")
+        time.sleep(0.2)
+    rows: list[tuple[int, str, str]] = []
+    for p, tail in enumerate(tails):
+        if tail.checkpoint is not None:
+            rows.append((p, "s", _head(tail.checkpoint).decode()))
+        rows.extend((p, "e", v.decode()) for v in tail.commands)
+    records = spark.createDataFrame(rows, "partition INT, kind STRING, value STRING")
+    checkpoints = _as_checkpoints(records.where(F.col("kind") == "s"))
+    commands = (records.where(F.col("kind") == "e")
+                .select(F.col("partition").alias("p"), F.col("value").alias("cmd")))
+    known = {p: (sub.epoch, t.watermark) for p, t in enumerate(tails) if t.checkpoint is not None}
+    return dataclasses.replace(_state(checkpoints, commands), known=known)
+
+
+def _head(checkpoint: bytes) -> bytes:
+    """A checkpoint without its lease and attempt runs (as `_as_checkpoints` cuts it)."""
+    cut = checkpoint.find(b',"lease')
+    return checkpoint if cut < 0 else checkpoint[:cut] + b"}"
+
+
+def _state(checkpoints: DataFrame, commands: DataFrame) -> AckState:
+    """From decoded checkpoints (ack_p, ack_epoch, ack_watermark, acked) and command values
+    (p, cmd): the acked ranges above each watermark, bucketed."""
     positions = checkpoints.drop("acked")
     from_checkpoints = checkpoints.select("ack_p", "ack_watermark", F.explode("acked").alias("r"))
-    from_commands = (_decoded(live.where(F.col("cmd").isNotNull()), "p", _json(F.col("cmd")), "ack")
+    from_commands = (_decoded(commands, "p", _json(F.col("cmd")), "ack")
                      .select("p", "epoch", F.explode("ranges").alias("r"))
                      .join(positions, (F.col("p") == F.col("ack_p")) & (F.col("epoch") == F.col("ack_epoch")))
                      .select("ack_p", "ack_watermark", "r"))

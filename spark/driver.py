@@ -8,6 +8,7 @@ the committed offsets are the watermark of record, the resource topic holds the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 import uuid
@@ -18,6 +19,7 @@ from spark.options import KafkaConnection
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
+TAIL_STEP = 64  # records read at first when looking for a checkpoint backwards (x4 per step)
 
 
 @contextlib.contextmanager
@@ -75,3 +77,53 @@ def latest_value(conn: KafkaConnection, topic: str, key: bytes) -> tuple[bool, b
                 if error is None and m.key() == key:
                     found, value = True, m.value()
     raise TimeoutError(f"could not read {topic} to its end")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogTail:
+    """What a batch read needs of one lease-log partition: the current checkpoint (the latest
+    record of `s.<p>.<epoch>`, None if the partition has none) and every command value written
+    from the checkpoint's `log_offset` on (from the start of the log if it does not say)."""
+
+    checkpoint: bytes | None
+    watermark: int  # the checkpoint's (-1 without one)
+    commands: list[bytes]
+
+
+def _librdkafka(conn: KafkaConnection) -> dict[str, str | int | bool]:
+    return {"bootstrap.servers": conn.bootstrap, "isolation.level": "read_committed", "log_level": 0,
+            **conn.driver_settings()}
+
+
+def log_tail(conn: KafkaConnection, log_topic: str, partition: int, epoch: int) -> LogTail:
+    """Look for the checkpoint backwards from the log's end (it is rewritten every checkpoint
+    interval, so the last few records usually hold it), then read the commands from the offset
+    it names on. The history before that (old checkpoint versions not compacted yet, commands
+    folded long ago) is not read."""
+    from gateway.kafka.consumer import bounds, read_to_end
+    from gateway.leases import logformat
+    from gateway.leases.commands import Checkpoint
+
+    config = _librdkafka(conn)
+    key = logformat.checkpoint_key(partition, epoch)
+    low, end = bounds(config, log_topic, partition, TIMEOUT)
+    read: list[tuple[int, bytes | None, bytes | None]] = []  # [upper, end), in order
+    checkpoint: bytes | None = None
+    upper, step = end, TAIL_STEP
+    while checkpoint is None and upper > low:
+        lower = max(low, upper - step)
+        chunk = read_to_end(config, log_topic, partition, 6 * TIMEOUT, start=lower, end=upper)
+        read = chunk + read
+        checkpoint = next((v for _, k, v in reversed(chunk) if k == key and v is not None), None)
+        upper, step = lower, step * 4
+    start, watermark = low, -1
+    if checkpoint is not None:
+        cp = logformat.decode(checkpoint)
+        if not isinstance(cp, Checkpoint):
+            raise logformat.BadLogRecord(f"{key!r} of {log_topic} holds no checkpoint")
+        start, watermark = max(low, cp.log_offset), cp.watermark
+    if start < upper:
+        read = read_to_end(config, log_topic, partition, 6 * TIMEOUT, start=start, end=upper) + read
+    commands = [v for o, k, v in read
+                if o >= start and k is not None and v is not None and logformat.is_command_key(k)]
+    return LogTail(checkpoint, watermark, commands)

@@ -11,6 +11,7 @@ watermark as the group's offset.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import time
@@ -77,6 +78,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._loop = asyncio.get_running_loop()
         self.states: dict[int, PartitionState[Record]] = {}
         self._folded: dict[int, set[bytes]] = {}
+        self._log_applied: dict[int, int] = {}  # partition -> log offset applied up to
         self.ready = asyncio.Event()
         self.last_used = time.monotonic()
         self._wants = True
@@ -125,7 +127,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         starts: dict[int, int] = {}
         for p in partitions:
             state, folded, log_end = self._recover(p, committed.get(p, 0))
-            asyncio.run_coroutine_threadsafe(self._install(p, state, folded), self._loop).result(30)
+            asyncio.run_coroutine_threadsafe(self._install(p, state, folded, log_end), self._loop).result(30)
             self._log_reader.add({(self.writer.topic, p): log_end})
             starts[p] = state.watermark
         log.info("%s: owns partitions %s from offsets %s", self.name, partitions, starts)
@@ -147,10 +149,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         state.backoff = self.policies.backoff
         state.max_attempts = self.policies.max_attempts
 
-    async def _install(self, p: int, state: PartitionState[Record], folded: set[bytes]) -> None:
+    async def _install(self, p: int, state: PartitionState[Record], folded: set[bytes], log_end: int) -> None:
         self._apply_policies(state)
         self.states[p] = state
         self._folded[p] = folded
+        self._log_applied[p] = log_end
         state.dirty = True
 
     def on_revoked(self, partitions: list[int], lost: bool) -> dict[int, int]:
@@ -168,12 +171,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 await sender.close()
             state = self.states.pop(p, None)
             folded = self._folded.pop(p, set())
+            log_applied = self._log_applied.pop(p, -1)
             if state is None:
                 continue
             final[p] = state.watermark
             if not lost:
                 try:
-                    await self._checkpoint(p, state, folded)
+                    await self._checkpoint(p, state, folded, log_applied)
                 except Exception:
                     log.exception("%s: final checkpoint of partition %d failed", self.name, p)
         return final
@@ -225,10 +229,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def _apply_log(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
         now = now_ms()
-        for _topic, p, _offset, key, value in batch:
+        for _topic, p, offset, key, value in batch:
             state = self.states.get(p)
-            if state is None or key is None or value is None or key in self._folded[p]:
-                continue  # not ours, a tombstone, or a command this process applied already
+            if state is None:
+                continue
+            self._log_applied[p] = max(self._log_applied.get(p, 0), offset + 1)
+            if key is None or value is None or key in self._folded[p]:
+                continue  # a tombstone, or a command this process applied already
             try:
                 cmd = logformat.decode(value)
             except logformat.BadLogRecord:
@@ -374,15 +381,18 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             for p, state in list(self.states.items()):
                 if state.dirty:
                     try:
-                        await self._checkpoint(p, state, self._folded.get(p, set()))
+                        await self._checkpoint(p, state, self._folded.get(p, set()),
+                                               self._log_applied.get(p, -1))
                     except Exception as exc:  # noqa: BLE001 - retried next round; the loop must live
                         log.warning("%s: checkpoint of partition %d failed: %s", self.name, p, exc)
 
-    async def _checkpoint(self, p: int, state: PartitionState[Record], folded: set[bytes]) -> None:
+    async def _checkpoint(
+        self, p: int, state: PartitionState[Record], folded: set[bytes], log_applied: int
+    ) -> None:
         state.dirty = False
         keys = list(folded)
         folded.difference_update(keys)
-        cp = state.checkpoint()
+        cp = dataclasses.replace(state.checkpoint(), log_offset=log_applied)
         try:
             await self._producer.send(
                 self.writer.topic, [(logformat.checkpoint_key(p, cp.epoch), logformat.encode(cp), None)],

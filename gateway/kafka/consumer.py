@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 Config = Mapping[str, str | int | bool]
 POLL_SECONDS = 0.1
 IDLE_POLL_SECONDS = 0.5
-__all__ = ["OFFSET_END", "FetchListener", "GroupFetcher", "TailReader", "end_offset", "read_to_end"]
+__all__ = ["OFFSET_END", "FetchListener", "GroupFetcher", "TailReader", "bounds", "end_offset", "read_to_end"]
 BATCH = 1000
 
 
@@ -77,22 +77,28 @@ def _watermarks(consumer: confluent_kafka.Consumer, tp: TopicPartition, timeout:
 
 
 def read_to_end(
-    base: Config, topic: str, partition: int, timeout: float = 30.0
+    base: Config, topic: str, partition: int, timeout: float = 30.0,
+    start: int | None = None, end: int | None = None,
 ) -> list[tuple[int, bytes | None, bytes | None]]:
-    """Blocking: everything now in one partition, as (offset, key, value)."""
+    """Blocking: everything now in one partition, as (offset, key, value); or what lies in
+    [start, end) of it (clamped to what the partition holds)."""
     consumer = confluent_kafka.Consumer(_reader_config(base), logger=log)
     try:
         low, high = _watermarks(consumer, TopicPartition(topic, partition), timeout)
+        if start is not None:
+            low = max(low, start)
+        if end is not None:
+            high = min(high, end)
         out: list[tuple[int, bytes | None, bytes | None]] = []
         if high <= low:
             return out
-        tp = TopicPartition(topic, partition, OFFSET_BEGINNING)
+        tp = TopicPartition(topic, partition, OFFSET_BEGINNING if start is None else low)
         consumer.assign([tp])
         position = low
         deadline = time.monotonic() + timeout
         while position < high:
             for msg in consumer.consume(BATCH, timeout=POLL_SECONDS):
-                if _is_real(msg):
+                if _is_real(msg) and (msg.offset() or 0) < high:
                     position = (msg.offset() or 0) + 1
                     out.append((position - 1, msg.key(), msg.value()))
             # Transaction markers take offsets but are never returned: ask where we are.
@@ -104,12 +110,17 @@ def read_to_end(
         consumer.close()
 
 
-def end_offset(base: Config, topic: str, partition: int, timeout: float = 10.0) -> int:
+def bounds(base: Config, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
+    """(first offset, end offset) of one partition."""
     consumer = confluent_kafka.Consumer(_reader_config(base), logger=log)
     try:
-        return _watermarks(consumer, TopicPartition(topic, partition), timeout)[1]
+        return _watermarks(consumer, TopicPartition(topic, partition), timeout)
     finally:
         consumer.close()
+
+
+def end_offset(base: Config, topic: str, partition: int, timeout: float = 10.0) -> int:
+    return bounds(base, topic, partition, timeout)[1]
 
 
 class TailReader:

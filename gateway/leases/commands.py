@@ -55,9 +55,15 @@ class Checkpoint:
     partition: int
     watermark: int
     acked: tuple[tuple[int, int], ...]
-    leases: tuple[tuple[int, int, int], ...]  # (offset, generation, deadline_ms)
-    attempts: tuple[tuple[int, int], ...]  # (offset, deliveries) for unacked, delivered offsets
+    # Runs: every offset in [start, end) that is not acked has this lease or delivery count.
+    # A run may span acked offsets, so a few random acks do not split a pull's leases into
+    # many entries (the checkpoint's size follows the pulls, not the messages).
+    leases: tuple[tuple[int, int, int, int], ...]  # (start, end, generation, deadline_ms)
+    attempts: tuple[tuple[int, int, int], ...]  # (start, end, deliveries) of delivered offsets
     epoch: int = 0
+    # Every command below this lease-log offset is folded into the checkpoint (-1: unknown), so
+    # a reader of the log needs the checkpoint and the commands from here on, not the history.
+    log_offset: int = -1
 
 
 Command = Ack | Lease | SetDeadline | Checkpoint

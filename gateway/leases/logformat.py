@@ -8,8 +8,14 @@ Values are compact JSON objects, so that Spark SQL's `from_json` can decode them
     {"v":1,"type":"ack","p":0,"epoch":0,"ranges":[[10,20]]}
     {"v":1,"type":"lease","p":0,"epoch":0,"deadline":1700000000000,"entries":[[12,1]]}
     {"v":1,"type":"deadline","p":0,"epoch":0,"deadline":1700000000000,"entries":[[12,1]]}
-    {"v":1,"type":"checkpoint","p":0,"epoch":0,"watermark":10,"acked":[[11,12]],
-     "leases":[[12,1,1700000000000]],"attempts":[[12,1]]}
+    {"v":1,"type":"checkpoint","p":0,"epoch":0,"watermark":10,"acked":[[11,12]],"log_offset":57,
+     "lease_runs":[[12,14,1,1700000000000]],"attempt_runs":[[12,14,1]]}
+
+A checkpoint's `lease_runs` and `attempt_runs` are [start, end, ...] runs: every offset in
+[start, end) that is not acked has that lease or delivery count. Checkpoints of the first
+format, with one `leases` [offset, generation, deadline] / `attempts` [offset, n] entry per
+offset, are still read. `log_offset`, when the owner knows it: every command at a lower offset
+of the log partition is folded into this checkpoint, so readers may start there.
 """
 
 from __future__ import annotations
@@ -54,13 +60,11 @@ def encode(cmd: Command) -> bytes:
         case SetDeadline():
             body = {"type": "deadline", "deadline": cmd.deadline_ms, "entries": cmd.entries}
         case Checkpoint():
-            body = {
-                "type": "checkpoint",
-                "watermark": cmd.watermark,
-                "acked": cmd.acked,
-                "leases": cmd.leases,
-                "attempts": cmd.attempts,
-            }
+            body = {"type": "checkpoint", "watermark": cmd.watermark, "acked": cmd.acked}
+            if cmd.log_offset >= 0:
+                body["log_offset"] = cmd.log_offset
+            body["lease_runs"] = cmd.leases
+            body["attempt_runs"] = cmd.attempts
     return json.dumps(
         {"v": VERSION, "p": cmd.partition, "epoch": cmd.epoch, **body}, separators=(",", ":")
     ).encode()
@@ -97,10 +101,14 @@ def decode(value: bytes) -> Command:
         if kind == "deadline":
             return SetDeadline(p, _pairs(d["entries"]), int(d["deadline"]), epoch)
         if kind == "checkpoint":
-            leases = tuple((int(o), int(g), int(t)) for o, g, t in d["leases"])
-            return Checkpoint(
-                p, int(d["watermark"]), _pairs(d["acked"]), leases, _pairs(d["attempts"]), epoch
-            )
+            if "lease_runs" in d:
+                leases = tuple((_int(s), _int(e), _int(g), _int(t)) for s, e, g, t in d["lease_runs"])
+                attempts = tuple((_int(s), _int(e), _int(n)) for s, e, n in d["attempt_runs"])
+            else:  # the first format: one entry per offset
+                leases = tuple((_int(o), _int(o) + 1, _int(g), _int(t)) for o, g, t in d["leases"])
+                attempts = tuple((o, o + 1, n) for o, n in _pairs(d["attempts"]))
+            return Checkpoint(p, int(d["watermark"]), _pairs(d["acked"]), leases, attempts, epoch,
+                              _int(d.get("log_offset", -1)))
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise BadLogRecord(f"unreadable lease-log record: {exc}") from exc
     raise BadLogRecord(f"unknown lease-log record type {kind!r}")

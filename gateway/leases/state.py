@@ -17,6 +17,7 @@ from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
 from gateway.leases.ranges import RangeSet
 
 R = TypeVar("R")
+V = TypeVar("V")
 
 
 class PartitionState(Generic[R]):
@@ -106,10 +107,27 @@ class PartitionState(Generic[R]):
             partition=self.partition,
             watermark=self.watermark,
             acked=tuple(self.acked),
-            leases=tuple((o, g, d) for o, (g, d) in sorted(self.leases.items())),
-            attempts=tuple(sorted(self.attempts.items())),
+            leases=tuple((s, e, g, d) for s, e, (g, d) in self._runs(self.leases)),
+            attempts=tuple(self._runs(self.attempts)),
             epoch=self.epoch,
         )
+
+    def _runs(self, values: dict[int, V]) -> list[tuple[int, int, V]]:
+        """(start, end, value) runs of equal values, bridging gaps that are wholly acked."""
+        runs: list[tuple[int, int, V]] = []
+        acked = self.acked
+        start = end = -1
+        current: V | None = None
+        for offset, value in sorted(values.items()):
+            if value == current and (offset == end or acked.first_missing_from(end) >= offset):
+                end = offset + 1
+                continue
+            if current is not None:
+                runs.append((start, end, current))
+            start, end, current = offset, offset + 1, value
+        if current is not None:
+            runs.append((start, end, current))
+        return runs
 
     # -- the fetcher's side ----------------------------------------------------------------
 
@@ -254,15 +272,17 @@ class PartitionState(Generic[R]):
         if cp.watermark > self.watermark:
             self._apply_ack([(self.watermark, cp.watermark)])
         self._apply_ack(cp.acked)
-        for offset, n in cp.attempts:
-            if not self.is_acked(offset) and n > self.attempts.get(offset, 0):
-                self.attempts[offset] = n
-        for offset, gen, deadline in cp.leases:
-            newer = gen >= self.attempts.get(offset, 0) and self.leases.get(offset, (0,))[0] < gen
-            if newer and not self.is_acked(offset):
-                self.attempts[offset] = gen
-                self._ready_set.discard(offset)
-                self._lease(offset, gen, deadline)
+        for start, end, n in cp.attempts:
+            for offset in range(max(start, self.watermark), end):
+                if n > self.attempts.get(offset, 0) and not self.is_acked(offset):
+                    self.attempts[offset] = n
+        for start, end, gen, deadline in cp.leases:
+            for offset in range(max(start, self.watermark), end):
+                newer = gen >= self.attempts.get(offset, 0) and self.leases.get(offset, (0,))[0] < gen
+                if newer and not self.is_acked(offset):
+                    self.attempts[offset] = gen
+                    self._ready_set.discard(offset)
+                    self._lease(offset, gen, deadline)
 
     # -- internals -------------------------------------------------------------------------
 

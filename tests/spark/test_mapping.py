@@ -90,11 +90,14 @@ def test_ack_commands_are_log_records(spark: SparkSession) -> None:
 
 
 def test_checkpoints_decode_in_any_key_order(spark: SparkSession) -> None:
-    cp = Checkpoint(0, 10, ((11, 12), (14, 20)), ((12, 1, 1700000000000),), ((12, 1),), 2)
+    cp = Checkpoint(0, 10, ((11, 12), (14, 20)), ((12, 13, 1, 1700000000000),), ((12, 13, 1),), 2)
     ours = logformat.encode(cp)
-    other = json.dumps({"leases": [[12, 1, 1]], "v": 1, "p": 1, "type": "checkpoint", "acked": [[11, 12]],
-                        "attempts": [], "watermark": 10, "epoch": 2}).encode()
-    df = spark.createDataFrame([(0, ours), (1, other)], "partition INT, value BINARY")
+    other = json.dumps({"lease_runs": [[12, 13, 1, 1]], "v": 1, "p": 1, "type": "checkpoint",
+                        "acked": [[11, 12]], "attempt_runs": [], "watermark": 10, "epoch": 2}).encode()
+    first_format = (b'{"v":1,"type":"checkpoint","p":2,"epoch":2,"watermark":7,"acked":[[8,9]],'
+                    b'"leases":[[12,1,1]],"attempts":[[12,1]]}')
+    df = spark.createDataFrame([(0, ours), (1, other), (2, first_format)], "partition INT, value BINARY")
     got = {r["ack_p"]: r for r in acklog._as_checkpoints(df).collect()}
     assert (got[0]["ack_epoch"], got[0]["ack_watermark"], got[0]["acked"]) == (2, 10, [[11, 12], [14, 20]])
     assert (got[1]["ack_epoch"], got[1]["ack_watermark"], got[1]["acked"]) == (2, 10, [[11, 12]])
+    assert (got[2]["ack_epoch"], got[2]["ack_watermark"], got[2]["acked"]) == (2, 7, [[8, 9]])

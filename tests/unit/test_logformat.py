@@ -30,9 +30,10 @@ checkpoints = st.builds(
     partitions,
     offsets,
     pairs,
-    st.lists(st.tuples(offsets, generations, deadlines), max_size=6).map(tuple),
-    st.lists(st.tuples(offsets, generations), max_size=6).map(tuple),
+    st.lists(st.tuples(offsets, offsets, generations, deadlines), max_size=6).map(tuple),
+    st.lists(st.tuples(offsets, offsets, generations), max_size=6).map(tuple),
     epochs,
+    st.one_of(st.just(-1), offsets),
 )
 commands = st.one_of(acks, leases, set_deadlines, checkpoints)
 
@@ -59,9 +60,14 @@ def test_round_trip(cmd) -> None:  # type: ignore[no-untyped-def]
             {"v": 1, "type": "deadline", "p": 0, "epoch": 3, "deadline": 1700000000000, "entries": [[12, 1]]},
         ),
         (
-            Checkpoint(0, 10, ((11, 12),), ((12, 1, 1700000000000),), ((12, 1),)),
+            Checkpoint(0, 10, ((11, 12),), ((12, 14, 1, 1700000000000),), ((12, 14, 1),)),
             {"v": 1, "type": "checkpoint", "p": 0, "epoch": 0, "watermark": 10, "acked": [[11, 12]],
-             "leases": [[12, 1, 1700000000000]], "attempts": [[12, 1]]},
+             "lease_runs": [[12, 14, 1, 1700000000000]], "attempt_runs": [[12, 14, 1]]},
+        ),
+        (
+            Checkpoint(0, 10, ((11, 12),), (), (), 1, log_offset=57),
+            {"v": 1, "type": "checkpoint", "p": 0, "epoch": 1, "watermark": 10, "acked": [[11, 12]],
+             "log_offset": 57, "lease_runs": [], "attempt_runs": []},
         ),
     ],
 )
@@ -69,6 +75,15 @@ def test_documented_format(cmd, expected: dict[str, object]) -> None:  # type: i
     """The JSON shape documented in the module docstring (read by Spark's from_json)."""
     assert json.loads(logformat.encode(cmd)) == expected
     assert logformat.decode(json.dumps(expected).encode()) == cmd
+
+
+def test_the_first_checkpoint_format_is_still_read() -> None:
+    """Logs written before runs: one entry per offset, each read as a run of one."""
+    old = (b'{"v":1,"type":"checkpoint","p":0,"epoch":2,"watermark":10,"acked":[[11,12]],'
+           b'"leases":[[12,1,1700000000000],[13,2,1700000000001]],"attempts":[[12,1],[13,2]]}')
+    assert logformat.decode(old) == Checkpoint(
+        0, 10, ((11, 12),), ((12, 13, 1, 1700000000000), (13, 14, 2, 1700000000001)),
+        ((12, 13, 1), (13, 14, 2)), 2)
 
 
 def test_epoch_defaults_to_zero() -> None:
@@ -106,6 +121,9 @@ def test_epoch_defaults_to_zero() -> None:
         b'{"v":1,"type":"checkpoint","p":0,"watermark":1,"acked":[],"leases":[[1,1]],"attempts":[]}',
         b'{"v":1,"type":"checkpoint","p":0,"acked":[],"leases":[],"attempts":[]}',
         b'{"v":1,"type":"checkpoint","p":0,"watermark":1,"acked":[],"leases":[]}',
+        b'{"v":1,"type":"checkpoint","p":0,"watermark":1,"acked":[],"lease_runs":[[1,2,1]],"attempt_runs":[]}',
+        b'{"v":1,"type":"checkpoint","p":0,"watermark":1,"acked":[],"lease_runs":[],"attempt_runs":[[1,"x",1]]}',
+        b'{"v":1,"type":"checkpoint","p":0,"watermark":1,"acked":[],"lease_runs":[]}',
     ],
 )
 def test_bad_records(value: bytes) -> None:

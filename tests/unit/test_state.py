@@ -317,13 +317,45 @@ def _busy_state() -> PartitionState[str]:
     return s
 
 
+def test_checkpoint_runs_bridge_acked_gaps_only() -> None:
+    """One pull leases a run; acks inside it do not split it, a message not delivered does."""
+    s = fresh(range(10))
+    assert offsets_of(s.take(8, 0, 100)) == list(range(8))  # 0..7 leased until 100, gen 1
+    s.apply(ack(2, 5), 1)
+    s.apply(SetDeadline(P, ((6, 1),), 0), 1)  # nack 6: ready again, one delivery used
+    cp = s.checkpoint()
+    assert cp.leases == ((0, 5, 1, 100), (7, 8, 1, 100))
+    assert cp.attempts == ((0, 8, 1),)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["take", "ack", "nack"]), st.integers(0, 39), st.integers(1, 5)),
+                max_size=40))
+@hsettings(max_examples=200, deadline=None, database=None)
+def test_checkpoint_runs_rebuild_exactly_the_same_state(ops: list[tuple[str, int, int]]) -> None:
+    s = fresh(range(40))
+    now = 0
+    for op, offset, n in ops:
+        now += 1
+        if op == "take":
+            s.take(n, now, 1000 + n)
+        elif op == "ack":
+            s.apply(Ack(P, ((offset, offset + n),)), now)
+        elif (lease := s.lease_of(offset)) is not None:
+            s.apply(SetDeadline(P, ((offset, lease[0]),), 0), now)
+    t: PartitionState[str] = PartitionState(P, 0)
+    t.apply(logformat.decode(logformat.encode(s.checkpoint())), now)
+    assert t.watermark == s.watermark and list(t.acked) == list(s.acked)
+    assert t.leases == s.leases
+    assert t.attempts == s.attempts
+
+
 @given(watermark=st.sampled_from([0, 3]), via_log=st.booleans())
 @hsettings(max_examples=10, deadline=None, database=None)
 def test_checkpoint_round_trip(watermark: int, via_log: bool) -> None:
     s = _busy_state()
     cp = s.checkpoint()
     assert cp == Checkpoint(
-        P, 3, ((6, 7),), ((3, 1, 500), (5, 2, 900)), ((3, 1), (4, 3), (5, 2)), 0
+        P, 3, ((6, 7),), ((3, 4, 1, 500), (5, 6, 2, 900)), ((3, 4, 1), (4, 5, 3), (5, 6, 2)), 0
     )
     if via_log:
         cp = logformat.decode(logformat.encode(cp))
@@ -397,8 +429,8 @@ def test_checkpoint_merge_keeps_the_newer_delivery() -> None:
 
 def test_checkpoint_attempts_are_maxima() -> None:
     s = fresh(range(2))
-    s.apply(Checkpoint(P, 0, (), (), ((0, 4), (1, 1))), 0)
-    s.apply(Checkpoint(P, 0, (), (), ((0, 2), (1, 3))), 0)
+    s.apply(Checkpoint(P, 0, (), (), ((0, 1, 4), (1, 2, 1))), 0)
+    s.apply(Checkpoint(P, 0, (), (), ((0, 1, 2), (1, 2, 3))), 0)
     assert s.take(10, 0, 100) == [(0, 5, "r0"), (1, 4, "r1")]
 
 

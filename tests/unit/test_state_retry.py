@@ -354,7 +354,7 @@ def test_a_key_stays_in_order_when_a_pulled_back_message_used_up_its_attempts() 
 def test_a_rebuilt_state_hands_used_up_messages_to_the_dead_letters() -> None:
     s: PartitionState[str] = PartitionState(P, 0)
     s.backoff, s.max_attempts = backoff, 3
-    s.apply(Checkpoint(P, 0, (), (), ((0, 3), (1, 2), (2, 5))), T0)
+    s.apply(Checkpoint(P, 0, (), (), ((0, 1, 3), (1, 2, 2), (2, 3, 5))), T0)
     s.add_records((o, f"r{o}") for o in range(4))
     taken = s.take(10, T0, DL)
     assert taken == [(1, 3, "r1"), (3, 1, "r3")]
@@ -367,7 +367,7 @@ def test_used_up_messages_go_dead_as_their_records_arrive_without_a_pull() -> No
     # After a restart nobody may pull again: the dead-letter loop alone must find them.
     s: PartitionState[str] = PartitionState(P, 0)
     s.max_attempts = 3
-    s.apply(Checkpoint(P, 0, (), (), ((0, 3), (1, 2))), T0)
+    s.apply(Checkpoint(P, 0, (), (), ((0, 1, 3), (1, 2, 2))), T0)
     s.add_records((o, f"r{o}") for o in range(2))
     assert s.take_dead() == [(0, 3, "r0")]
     assert s.ready_count == 1
@@ -376,7 +376,7 @@ def test_used_up_messages_go_dead_as_their_records_arrive_without_a_pull() -> No
 def test_an_expiry_found_without_a_pull_hands_a_last_attempt_to_the_dead_letters() -> None:
     s: PartitionState[str] = PartitionState(P, 0)
     s.max_attempts = 3
-    s.apply(Checkpoint(P, 0, (), ((0, 3, T0 + 100),), ((0, 3),)), T0)
+    s.apply(Checkpoint(P, 0, (), ((0, 1, 3, T0 + 100),), ((0, 1, 3),)), T0)
     s.add_records([(0, "r0")])
     assert s.take_dead() == []
     assert s.expire(T0 + 100) == 1
@@ -386,7 +386,7 @@ def test_an_expiry_found_without_a_pull_hands_a_last_attempt_to_the_dead_letters
 def test_a_rebuilt_lease_on_its_last_attempt_goes_dead_on_expiry() -> None:
     s: PartitionState[str] = PartitionState(P, 0)
     s.max_attempts = 3
-    s.apply(Checkpoint(P, 0, (), ((0, 3, T0 + 100),), ((0, 3),)), T0)
+    s.apply(Checkpoint(P, 0, (), ((0, 1, 3, T0 + 100),), ((0, 1, 3),)), T0)
     s.add_records([(0, "r0")])
     assert s.take(10, T0, DL) == []
     assert s.take_dead() == []
@@ -406,7 +406,7 @@ def test_a_lease_from_the_log_counts_toward_max_attempts() -> None:
 def test_a_rebuilt_used_up_keyed_message_still_holds_its_key() -> None:
     s: Keyed = PartitionState(P, 0, key_of=lambda r: r[1])
     s.max_attempts = 3
-    s.apply(Checkpoint(P, 0, (), (), ((0, 3),)), T0)
+    s.apply(Checkpoint(P, 0, (), (), ((0, 1, 3),)), T0)
     s.add_records([(0, (0, b"a")), (1, (1, b"a")), (2, (2, b"b"))])
     assert _offsets(s.take(10, T0, DL)) == [2], "1 must wait behind the dead-letter-bound 0"
     assert s.take_dead() == [(0, 3, (0, b"a"))]
