@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -32,10 +33,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from gateway.leases import logformat
+from gateway.leases.commands import Ack, Checkpoint
+from gateway.leases.ranges import RangeSet
 from spark import driver
 from spark.options import KafkaConnection
 from spark.subscription import Subscription
 
+log = logging.getLogger(__name__)
 BUCKET = 1024
 FETCH_BYTES = str(16 << 20)  # per fetch (not 50 MiB): checkpoints may be megabytes each
 LOG_SCHEMA = ("v INT, type STRING, epoch BIGINT, watermark BIGINT, "
@@ -51,6 +56,7 @@ class AckState:
     offsets: DataFrame  # ack_p, ack_offset: single acknowledged offsets above the watermark
     buckets: DataFrame  # ack_p, ack_bucket: whole acknowledged buckets above the watermark
     known: Mapping[int, tuple[int, int]] | None = None  # the watermarks, when the driver has them
+    any_buckets: bool = True  # False when the driver knows `buckets` is empty (no join needed)
 
     def watermarks(self) -> dict[int, tuple[int, int]]:
         """partition -> (epoch, watermark), collected to the driver."""
@@ -132,8 +138,9 @@ def read(spark: SparkSession, sub: Subscription, conn: KafkaConnection, snapshot
 def read_snapshot(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
                   seek_wait: float = SEEK_WAIT) -> AckState:
     """The acknowledged offsets of now, fixed. The driver reads each log partition's current
-    checkpoint and the commands written since the log offset it names (librdkafka, a few
-    records: no Spark job); Spark SQL decodes them as in `read`."""
+    checkpoint and the commands written since the log offset it names (librdkafka, a handful of
+    records), folds their acks into ranges above the watermark, and hands Spark one row per
+    partition: no Spark job, and a plan of a few steps."""
     deadline = time.monotonic() + seek_wait
     while True:
         with ThreadPoolExecutor(max(1, min(8, sub.partitions))) as pool:
@@ -146,23 +153,39 @@ def read_snapshot(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
             raise RuntimeError(f"{sub.name}: no checkpoint of epoch {sub.epoch} in partitions {missing}; "
                                "a Seek may have failed half-way, seek again")
         time.sleep(0.2)
-    rows: list[tuple[int, str, str]] = []
-    for p, tail in enumerate(tails):
-        if tail.checkpoint is not None:
-            rows.append((p, "s", _head(tail.checkpoint).decode()))
-        rows.extend((p, "e", v.decode()) for v in tail.commands)
-    records = spark.createDataFrame(rows, "partition INT, kind STRING, value STRING")
-    checkpoints = _as_checkpoints(records.where(F.col("kind") == "s"))
-    commands = (records.where(F.col("kind") == "e")
-                .select(F.col("partition").alias("p"), F.col("value").alias("cmd")))
+    acked = [list(_acked(t, sub.epoch)) for t in tails]
+    rows = [(p, sub.epoch, t.watermark, json.dumps(acked[p])) for p, t in enumerate(tails)]
+    table = spark.createDataFrame(rows, "ack_p INT, ack_epoch BIGINT, ack_watermark BIGINT, acked STRING")
+    positions = table.where(F.col("ack_watermark") >= 0).drop("acked")
+    r = F.explode(F.from_json("acked", "ARRAY<ARRAY<BIGINT>>")).alias("r")
+    ranges = table.select("ack_p", r).select("ack_p", F.col("r")[0].alias("s"), F.col("r")[1].alias("e"))
+    whole = any((s + BUCKET - 1) // BUCKET < e // BUCKET for ranges_ in acked for s, e in ranges_)
     known = {p: (sub.epoch, t.watermark) for p, t in enumerate(tails) if t.checkpoint is not None}
-    return dataclasses.replace(_state(checkpoints, commands), known=known)
+    return dataclasses.replace(_bucketed(positions, ranges), known=known, any_buckets=whole)
 
 
-def _head(checkpoint: bytes) -> bytes:
-    """A checkpoint without its lease and attempt runs (as `_as_checkpoints` cuts it)."""
-    cut = checkpoint.find(b',"lease')
-    return checkpoint if cut < 0 else checkpoint[:cut] + b"}"
+def _acked(tail: driver.LogTail, epoch: int) -> RangeSet:
+    """The acked offsets above the checkpoint's watermark: its `acked` plus the `ack` commands
+    of the epoch (an unreadable value is skipped, as the gateway's fold skips it)."""
+    acked = RangeSet()
+    values = [tail.checkpoint] if tail.checkpoint is not None else []
+    for value in [*values, *tail.commands]:
+        try:
+            cmd = logformat.decode(value)
+        except logformat.BadLogRecord:
+            log.warning("skipping an unreadable lease-log value: %r", value[:200])
+            continue
+        if cmd.epoch != epoch:
+            continue
+        if isinstance(cmd, Ack):
+            ranges = cmd.ranges
+        elif isinstance(cmd, Checkpoint):
+            ranges = cmd.acked
+        else:
+            continue
+        for s, e in ranges:
+            acked.add(max(s, tail.watermark), e)
+    return acked
 
 
 def _state(checkpoints: DataFrame, commands: DataFrame) -> AckState:
@@ -215,6 +238,8 @@ def exclude_acked(records: DataFrame, state: AckState, broadcast: bool = True,
         out = out.join(side(state.positions),
                        (part == F.col("ack_p")) & (off < F.col("ack_watermark")), "left_anti")
     out = out.join(side(state.offsets), (part == F.col("ack_p")) & (off == F.col("ack_offset")), "left_anti")
+    if not state.any_buckets:
+        return out
     bucket = F.floor(off / F.lit(BUCKET))
     return out.join(side(state.buckets), (part == F.col("ack_p")) & (bucket == F.col("ack_bucket")),
                     "left_anti")

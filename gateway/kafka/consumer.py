@@ -97,7 +97,8 @@ def read_to_end(
         position = low
         deadline = time.monotonic() + timeout
         while position < high:
-            for msg in consumer.consume(BATCH, timeout=POLL_SECONDS):
+            # consume() waits for all it asks for: ask for no more than is left.
+            for msg in consumer.consume(max(1, min(BATCH, high - position)), timeout=POLL_SECONDS):
                 if _is_real(msg) and (msg.offset() or 0) < high:
                     position = (msg.offset() or 0) + 1
                     out.append((position - 1, msg.key(), msg.value()))
