@@ -7,6 +7,9 @@ endpoint, and the time until every message was acknowledged by the endpoint is m
 - "acks at once": the endpoint answers 200 to everything.
 - "fails 20%": the endpoint answers 500 to a random fifth of the requests; the ratio of requests
   to messages shows what the retries cost (1.25 would be the ideal).
+- "bare aiohttp client": no gateway, no Kafka: one process POSTs push-shaped bodies of the same
+  size to the same endpoint with 100 requests in flight over one aiohttp ClientSession. It is the
+  ceiling of the HTTP stack on this machine; `x_bare` = a case's rate / this one.
 
 The endpoint runs in this process (a thread with its own event loop), the gateway in a
 subprocess, on the embedded broker unless one is named.
@@ -16,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
+import multiprocessing
 import os
 import random
 import sys
@@ -29,7 +34,7 @@ from typing import Any
 
 from aiohttp import web
 
-from benchmarks.harness import GatewayProc, delete_topics, kafka_broker
+from benchmarks.processes import GatewayProc, delete_topics, kafka_broker
 from gateway.translate import names
 
 PROJECT = "projects/bench"
@@ -105,6 +110,42 @@ def fill(bootstrap: str, topic: str, count: int) -> None:
     producer.flush(60)
 
 
+def _bare_client(url: str, count: int) -> None:
+    """POST `count` push-shaped bodies (unique message ids) with 100 in flight (a spawned process)."""
+    import aiohttp
+
+    data = base64.b64encode(os.urandom(256)).decode()
+
+    async def run() -> None:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100)) as http:
+            ids = iter(range(count))
+
+            async def worker() -> None:
+                for i in ids:
+                    body = json.dumps({"message": {"data": data, "messageId": f"bare-{i}", "attributes": {}},
+                                       "subscription": "projects/bench/subscriptions/bare"})
+                    async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
+                        await r.read()
+
+            await asyncio.gather(*(worker() for _ in range(100)))
+
+    asyncio.run(run())
+
+
+def run_bare(endpoint: Endpoint, count: int, timeout: float) -> dict[str, Any]:
+    endpoint.reset(count, 0.0)
+    proc = multiprocessing.get_context("spawn").Process(target=_bare_client, args=(endpoint.url, count))
+    proc.start()
+    finished = endpoint.done.wait(timeout)
+    proc.join(30)
+    seconds = (endpoint.done_at if finished else time.monotonic()) - endpoint.first_at
+    acked = len(endpoint.acked)
+    return {"case": "bare aiohttp client", "messages": count, "acknowledged": acked, "finished": finished,
+            "push_seconds": round(seconds, 2), "msgs_per_s": round(acked / max(seconds, 1e-6)),
+            "requests": endpoint.requests,
+            "requests_per_message": round(endpoint.requests / max(acked, 1), 3)}
+
+
 def run_case(sub: Any, endpoint: Endpoint, subscription: str, count: int, fail_ratio: float,
              timeout: float) -> dict[str, Any]:
     endpoint.reset(count, fail_ratio)
@@ -166,8 +207,12 @@ def bench(address: str, bootstrap: str, endpoint: Endpoint, count: int) -> list[
         sub.create_subscription(name=s, topic=topic, ack_deadline_seconds=60)
     fill(bootstrap, topic, count)
     timeout = max(120.0, count / 50)
-    return [run_case(sub, endpoint, subs[0], count, 0.0, timeout),
-            run_case(sub, endpoint, subs[1], count, 0.2, timeout)]
+    rows = [run_case(sub, endpoint, subs[0], count, 0.0, timeout),
+            run_case(sub, endpoint, subs[1], count, 0.2, timeout),
+            run_bare(endpoint, count, timeout)]
+    for row in rows[:2]:
+        row["x_bare"] = round(row["msgs_per_s"] / max(rows[2]["msgs_per_s"], 1), 2)
+    return rows
 
 
 if __name__ == "__main__":
