@@ -19,8 +19,9 @@ from tests.e2e.clients import clients, pull_nothing, pull_until
 pytestmark = pytest.mark.integration
 
 
-def _publish(pub: object, topic: str, n: int, prefix: str = "m") -> None:
-    for f in [pub.publish(topic, f"{prefix}{i}".encode()) for i in range(n)]:  # type: ignore[attr-defined]
+def _publish(pub: object, topic: str, n: int, prefix: str = "m", start: int = 0) -> None:
+    futures = [pub.publish(topic, f"{prefix}{i}".encode()) for i in range(start, start + n)]  # type: ignore[attr-defined]
+    for f in futures:
         f.result(timeout=60)
 
 
@@ -71,7 +72,6 @@ def test_two_gateways_share_one_subscription(
             time.sleep(0.1)
 
     n = 600
-    _publish(pub_a, topic, n)
     received: dict[str, list[tuple[bytes, float, float]]] = {"a": [], "b": []}
     lock = threading.Lock()
     stop = time.monotonic() + 60
@@ -96,6 +96,13 @@ def test_two_gateways_share_one_subscription(
     threads = [threading.Thread(target=puller, args=(k, c)) for k, c in (("a", sub_a), ("b", sub_b))]
     for t in threads:
         t.start()
+    # Both processes join the subscription's consumer group with their first pulls. Published
+    # all at once, the 600 messages were sometimes all drained by the first owner of all four
+    # partitions before the rebalance gave two of them to the other; a trickle over ~6 s
+    # leaves room for the rebalance, which is what this test is about.
+    for batch in range(12):
+        _publish(pub_a, topic, 50, prefix="m", start=batch * 50)
+        time.sleep(0.5)
     for t in threads:
         t.join(90)
     everything = received["a"] + received["b"]
