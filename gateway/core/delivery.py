@@ -23,7 +23,7 @@ from gateway.core.policies import Policies
 from gateway.core.resources import Resource, ResourceStore
 from gateway.core.runner import LogWriter, SubscriptionRunner, now_ms
 from gateway.core.streams import StreamSession
-from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, NotFound
+from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
 from gateway.leases.commands import Command
@@ -77,10 +77,7 @@ class DeliveryService:
 
     def _subscription(self, name: str) -> Resource:
         names.subscription(name)
-        res = self._store.get("subscription", name)
-        if res is None:
-            raise NotFound(f"Subscription does not exist (resource={name})")
-        return res
+        return self._store.require("subscription", name)
 
     async def _runner(self, res: Resource) -> SubscriptionRunner:
         runner = self._runners.get(res.name)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
-from gateway.errors import AlreadyExists, Unavailable
+from gateway.errors import AlreadyExists, NotFound, Unavailable
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -106,6 +106,13 @@ class ResourceStore:
 
     def get(self, kind: Kind, name: str) -> Resource | None:
         return self._items.get(f"{kind}/{name}".encode())
+
+    def require(self, kind: Kind, name: str) -> Resource:
+        """The resource, or NOT_FOUND as Pub/Sub words it."""
+        res = self.get(kind, name)
+        if res is None:
+            raise NotFound(f"{kind.capitalize()} does not exist (resource={name})")
+        return res
 
     def names(self, kind: Kind, prefix: str) -> list[str]:
         head = f"{kind}/{prefix}".encode()

@@ -21,7 +21,7 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Resource, ResourceStore
-from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -46,17 +46,11 @@ class SnapshotService:
 
     def get(self, name: str) -> Resource:
         names.snapshot(name)
-        res = self._store.get("snapshot", name)
-        if res is None:
-            raise NotFound(f"Snapshot does not exist (resource={name})")
-        return res
+        return self._store.require("snapshot", name)
 
     def _subscription(self, name: str) -> Resource:
         names.subscription(name)
-        res = self._store.get("subscription", name)
-        if res is None:
-            raise NotFound(f"Subscription does not exist (resource={name})")
-        return res
+        return self._store.require("subscription", name)
 
     async def create(self, name: str, subscription: str, labels: Any) -> Any:
         names.snapshot(name)

@@ -111,10 +111,7 @@ class SubscriptionService:
 
     def get(self, name: str) -> Resource:
         names.subscription(name)
-        res = self._store.get("subscription", name)
-        if res is None:
-            raise NotFound(f"Subscription does not exist (resource={name})")
-        return res
+        return self._store.require("subscription", name)
 
     async def create(self, request: Any) -> Any:
         name = names.subscription(request.name)
