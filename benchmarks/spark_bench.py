@@ -34,23 +34,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from benchmarks.processes import delete_topics, kafka_broker
 from gateway.translate import names
 
 PROJECT = "projects/bench"
 ACK_RATIO = 0.10
 PULLERS = 4
-
-
-@contextlib.contextmanager
-def kafka_broker(bootstrap: str | None) -> Iterator[str]:
-    """The given broker, or an embedded one for the run."""
-    if bootstrap:
-        yield bootstrap
-        return
-    from gateway.kafka.local import LocalKafka
-
-    with LocalKafka(heap_mb=512) as kafka:
-        yield kafka.bootstrap
 
 
 @contextlib.contextmanager
@@ -80,15 +69,6 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def delete_topics(bootstrap: str, *prefixes: str) -> None:
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [t for t in admin.list_topics(timeout=30).topics if t.startswith(prefixes)]
-    for fut in admin.delete_topics(topics, operation_timeout=30).values() if topics else []:
-        fut.exception(60)
 
 
 def produce(bootstrap: str, topic: str, n: int) -> float:
@@ -231,7 +211,8 @@ def run(bootstrap: str, n: int, reps: int, logs: Path, gateway_args: list[str]) 
         # Spark needs no gateway; stopping it keeps the two cores for the reads.
         reads = spark_reads(bootstrap, kafka_topic, subscription, prefix, reps, logs)
     finally:
-        delete_topics(bootstrap, prefix, kafka_topic)
+        delete_topics(bootstrap, prefix)
+        delete_topics(bootstrap, kafka_topic)
     return {"messages": n, "produce_seconds": round(produced, 1), "gateway_pull_ack": acks, **reads}
 
 
@@ -245,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-interval", type=float,
                         help="the gateway's --checkpoint-interval-seconds (default: its default)")
     args = parser.parse_args(argv)
-    with kafka_broker(args.kafka_bootstrap) as bootstrap, \
+    with kafka_broker(args.kafka_bootstrap) as (bootstrap, _, _), \
             tempfile.TemporaryDirectory(prefix="spark-bench-") as logs:
         extra = [] if args.checkpoint_interval is None else [
             "--checkpoint-interval-seconds", str(args.checkpoint_interval)]
