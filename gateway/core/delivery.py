@@ -9,12 +9,11 @@ owns the partition it applies them at once as well.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from gateway.core import exactly_once, peers, policies
 from gateway.core.exactly_once import Ref, commands
@@ -34,8 +33,7 @@ from gateway.translate.records import Record
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Delivery:
+class Delivery(NamedTuple):  # a tuple: one per delivered message
     ack_id: str
     record: Record
     attempt: int  # delivery_attempt as the API reports it: 0 without a dead-letter policy

@@ -38,13 +38,9 @@ def _is_real(msg: confluent_kafka.Message) -> bool:
 
 def to_record(msg: confluent_kafka.Message) -> Record:
     headers = msg.headers()
-    return Record(
-        partition=msg.partition() or 0,
-        offset=msg.offset() or 0,
-        timestamp_ms=msg.timestamp()[1],
-        key=msg.key(),
-        value=msg.value(),
-        headers=list(headers.items()) if isinstance(headers, dict) else headers,
+    return Record(  # partition, offset, timestamp_ms, key, value, headers (positional: hot path)
+        msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1], msg.key(), msg.value(),
+        list(headers.items()) if isinstance(headers, dict) else headers,
     )
 
 

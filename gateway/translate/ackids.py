@@ -8,10 +8,9 @@ delivery. The longest possible id is 8+1+8+1+16+1+8 = 43 characters.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import re
-from typing import NewType
+from typing import NamedTuple, NewType
 
 AckId = NewType("AckId", str)
 
@@ -20,8 +19,7 @@ class MalformedAckId(ValueError):
     """The string is not an ack id this gateway issued."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class AckRef:
+class AckRef(NamedTuple):  # a tuple: every acked message decodes one
     tag: str
     partition: int
     offset: int
@@ -36,15 +34,15 @@ def encode(tag: str, partition: int, offset: int, generation: int) -> AckId:
     return AckId(f"{tag}-{partition:x}-{offset:x}-{generation:x}")
 
 
-_ACK_ID = re.compile(r"([0-9a-f]{8})-([0-9a-f]{1,8})-([0-9a-f]{1,16})-([0-9a-f]{1,8})")
+_match_ack_id = re.compile(r"([0-9a-f]{8})-([0-9a-f]{1,8})-([0-9a-f]{1,16})-([0-9a-f]{1,8})").fullmatch
 
 
 def decode(ack_id: str) -> AckRef:
-    match = _ACK_ID.fullmatch(ack_id)
+    match = _match_ack_id(ack_id)
     if match is None:
         raise MalformedAckId(ack_id)
     tag, partition, offset, generation = match.groups()
-    ref = AckRef(tag, int(partition, 16), int(offset, 16), int(generation, 16))
-    if ref.generation < 1:
+    gen = int(generation, 16)
+    if gen < 1:
         raise MalformedAckId(ack_id)
-    return ref
+    return AckRef(tag, int(partition, 16), int(offset, 16), gen)

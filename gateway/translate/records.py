@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 MAX_ORDERING_KEY_BYTES = 1024
 _PARTITION_SHIFT = 40  # offsets below 2**40 (a trillion) per partition
@@ -20,9 +21,9 @@ KEY_ATTRIBUTE = "kafka-key-base64"
 Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes them
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Record:
-    """A record as read from Kafka, reduced to what delivery needs."""
+class Record(NamedTuple):
+    """A record as read from Kafka, reduced to what delivery needs. A named tuple, not a frozen
+    dataclass: one is built per fetched record, and a tuple is built three times faster."""
 
     partition: int
     offset: int
