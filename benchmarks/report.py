@@ -10,6 +10,8 @@ from typing import Any
 from benchmarks.results import Row
 
 PULL_TARGET = 20_000.0
+STREAM_TARGET = 50_000.0
+LATENCY_RATE, LATENCY_P99_MS = 2000, 20.0
 RSS_TARGET_MB = 300.0
 MILLION = 10**6
 _HEAD = (f"{'case':<46} {'msg/s':>9} {'MB/s':>7} {'x raw':>6} {'gw CPU%':>7} {'gw RSS':>7} "
@@ -50,8 +52,24 @@ def table(scenarios: dict[str, list[Row]]) -> str:
 
 
 def targets(scenarios: dict[str, list[Row]]) -> list[dict[str, Any]]:
-    return [_pull_target(scenarios.get("deliver", [])), _rss_target(scenarios.get("backlog", [])),
+    return [_pull_target(scenarios.get("deliver", [])), _stream_target(scenarios.get("deliver", [])),
+            _latency_target(scenarios.get("latency", [])), _rss_target(scenarios.get("backlog", [])),
             _keys_target(scenarios.get("backlog", []))]
+
+
+def _stream_target(rows: list[Row]) -> dict[str, Any]:
+    streams = [r for r in rows if r.case.startswith("StreamingPull") and r.status == "ok"]
+    best = max((r.msgs_per_s for r in streams), default=None)
+    return {"target": f">= {STREAM_TARGET:,.0f} msg/s of 1 KiB through StreamingPull with acks, one gateway",
+            "value": best, "met": best is not None and best >= STREAM_TARGET}
+
+
+def _latency_target(rows: list[Row]) -> dict[str, Any]:
+    case = f"Publish -> StreamingPull @ {LATENCY_RATE}/s"
+    found = [r for r in rows if r.case == case and r.status == "ok"]
+    value = found[0].extra["p99_ms"] if found else None
+    target = f"publish-to-receive p99 < {LATENCY_P99_MS:.0f} ms at {LATENCY_RATE} msg/s (StreamingPull)"
+    return {"target": target, "value": value, "met": value is not None and value < LATENCY_P99_MS}
 
 
 def _pull_target(rows: list[Row]) -> dict[str, Any]:

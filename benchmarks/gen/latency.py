@@ -1,9 +1,11 @@
 """Latency generators: a sender at a fixed rate stamping each message with its scheduled send
 time, and a receiver measuring receive time minus that stamp (so a late sender is charged, not
-hidden). Raw Kafka: producer -> assigned consumer. Gateway: Publish -> several Pull loops."""
+hidden). Raw Kafka: producer -> assigned consumer. Gateway: Publish -> several Pull loops, or
+Publish -> one StreamingPull stream (as the official subscriber receives)."""
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from typing import Any
@@ -13,7 +15,7 @@ import grpc
 
 from benchmarks.gen.common import add_shared, payload, percentiles, result, sent_at, wait_until, watermarks
 from benchmarks.gen.publish import make_producer, produce_one
-from benchmarks.gen.subscribe import pull_unless_done, subscriber_stubs
+from benchmarks.gen.subscribe import pull_unless_done, requests_from, subscriber_stubs
 
 TICK = 0.005  # the gateway sender batches what is due every 5 ms (librdkafka lingers 5 ms)
 
@@ -126,3 +128,39 @@ def gw_receiver(args: dict[str, Any]) -> dict[str, Any]:
         ack.exception()  # wait for it; a failed ack only means a later redelivery
     channel.close()
     return result(len(lat), t0, last[0] or t0, cpu0, **percentiles(lat))
+
+
+def gw_stream_receiver(args: dict[str, Any]) -> dict[str, Any]:
+    """One StreamingPull stream (max 1000 outstanding), acking each response on the stream."""
+    channel, pb, stub = subscriber_stubs(args["address"])
+    later: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    first = pb.StreamingPullRequest(subscription=args["subscription"], stream_ack_deadline_seconds=60,
+                                    max_outstanding_messages=1000)
+    stream = stub.StreamingPull(requests_from(first, later))
+    lat: list[float] = []
+    wait_until(args["start_at"])
+    cpu0, t0 = time.process_time(), time.time()
+    end = t0 + args["seconds"] + args.get("drain_s", 10.0)
+    timer = threading.Timer(end - time.time(), stream.cancel)
+    timer.start()
+    last = t0
+    try:
+        for resp in stream:
+            now = time.time()
+            if not resp.received_messages:
+                continue
+            later.put(pb.StreamingPullRequest(ack_ids=[m.ack_id for m in resp.received_messages]))
+            lat.extend(now - sent_at(m.message.data) for m in resp.received_messages)
+            last = now
+            if len(lat) >= args["expected"]:
+                time.sleep(0.2)  # let the last acks go out before the stream closes
+                break
+    except grpc.RpcError as err:
+        if err.code() != grpc.StatusCode.CANCELLED:
+            raise
+    finally:
+        timer.cancel()
+        later.put(None)
+        stream.cancel()
+    channel.close()
+    return result(len(lat), t0, last, cpu0, **percentiles(lat))

@@ -1,12 +1,16 @@
-"""Receiving generators: a raw confluent-kafka group consumer, and the gateway's Pull+Acknowledge
-and StreamingPull (acks on the same stream)."""
+"""Receiving generators: a raw confluent-kafka group consumer, and the gateway's Pull+Acknowledge,
+StreamingPull (acks on the same stream) and the official Python subscriber."""
 
 from __future__ import annotations
 
+import json
 import queue
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -114,7 +118,7 @@ def pull_unless_done(stub: Any, request: Any, timeout: float, expected: int) -> 
             raise
 
 
-def _requests(first: Any, later: queue.SimpleQueue[Any]) -> Iterator[Any]:
+def requests_from(first: Any, later: queue.SimpleQueue[Any]) -> Iterator[Any]:
     yield first
     while (item := later.get()) is not None:
         yield item
@@ -129,7 +133,7 @@ def gw_streaming(args: dict[str, Any]) -> dict[str, Any]:
                                     max_outstanding_messages=args.get("max_outstanding", 1000))
     wait_until(args["start_at"])
     cpu0, t0 = time.process_time(), time.time()
-    stream = stub.StreamingPull(_requests(first, later), timeout=args["deadline_s"])
+    stream = stub.StreamingPull(requests_from(first, later), timeout=args["deadline_s"])
     last = [t0 + args.get("grace_s", 5.0)]  # the first message may take a moment
     stop = threading.Event()
     watch = (stream, last, args.get("idle_s", 3.0), args.get("expected", 1 << 62), stop)
@@ -160,3 +164,15 @@ def _watchdog(stream: Any, last: list[float], idle_s: float, expected: int, stop
         if time.time() - last[0] > idle_s or add_shared(0) >= expected:
             stream.cancel()
             return
+
+
+def gw_official(args: dict[str, Any]) -> dict[str, Any]:
+    """The official subscriber, in a fresh process: this one has imported the gateway's own
+    generated protos, which clash with the client's in protobuf's default descriptor pool."""
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.gen.official", json.dumps(args)],
+                          capture_output=True, text=True, timeout=args["deadline_s"] + 60, check=False,
+                          cwd=Path(__file__).resolve().parents[2])
+    if proc.returncode != 0:
+        raise RuntimeError(f"the official subscriber failed:\n{proc.stderr[-3000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out

@@ -1,5 +1,6 @@
 """deliver: N pre-published messages read by a raw group consumer (committing) vs the gateway's
-Pull(max 1000)+Acknowledge from several processes, and StreamingPull when it works."""
+Pull(max 1000)+Acknowledge from several processes, StreamingPull from a lean gRPC generator, and
+the official Python subscriber (`SubscriberClient.subscribe`, acking in its callback)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ from benchmarks.scenarios.common import api_for, fill, kafka_topic
 
 NAME = "deliver"
 STREAM_CASE = "StreamingPull+ack on stream"
+OFFICIAL_CASE = "official Python subscriber, 1 proc"
+OFFICIAL_MAX = 50_000  # it is client-bound and slower: a part of the backlog is enough
 
 
 def run(bench: Bench, mode: Mode) -> list[Row]:
     topic = bench.name("topics", "deliver")
     subs = [bench.name("subscriptions", f"deliver-pull{n}") for n in mode.deliver_procs]
     stream_sub = bench.name("subscriptions", "deliver-stream")
+    official_sub = bench.name("subscriptions", "deliver-official")
     with api_for(bench.gateway) as api:
         api.create_topic(topic)
-        for sub in [*subs, stream_sub]:
+        for sub in [*subs, stream_sub, official_sub]:
             api.create_subscription(sub, topic)
         try:
             streaming = _probe(bench, api)
@@ -36,9 +40,11 @@ def run(bench: Bench, mode: Mode) -> list[Row]:
                 rows.append(_stream(bench, mode, stream_sub, max(mode.deliver_procs), raw))
             else:
                 rows.append(missing(NAME, STREAM_CASE, streaming))
+            api.take_one(official_sub)
+            rows.append(_official(bench, mode, official_sub, raw))
             return rows
         finally:
-            api.delete(topic, [*subs, stream_sub])
+            api.delete(topic, [*subs, stream_sub, official_sub])
 
 
 def _probe(bench: Bench, api: api_mod.Api) -> str:
@@ -73,9 +79,18 @@ def _stream(bench: Bench, mode: Mode, sub: str, procs: int, raw: Row) -> Row:
     return _finish(row, raw, mode)
 
 
-def _finish(row: Row, raw: Row, mode: Mode) -> Row:
+def _official(bench: Bench, mode: Mode, sub: str, raw: Row) -> Row:
+    expected = min(mode.deliver_messages - 1, OFFICIAL_MAX)
+    args = {"address": bench.gateway.address, "subscription": sub, "deadline_s": 300.0, "expected": expected}
+    results, win = bench.run([(subscribe.gw_official, args)], lead=4.0)  # its imports take a while
+    row = build(NAME, OFFICIAL_CASE, "gateway", results, win)
+    return _finish(row, raw, mode, expected)
+
+
+def _finish(row: Row, raw: Row, mode: Mode, expected: int | None = None) -> Row:
     row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
-    expected = mode.deliver_messages - 1  # one went to the warm-up pull
+    if expected is None:
+        expected = mode.deliver_messages - 1  # one went to the warm-up pull
     if row.messages != expected:
         row.extra["received_of"] = f"{row.messages}/{expected}"
     return row

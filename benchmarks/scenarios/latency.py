@@ -1,5 +1,6 @@
 """latency: publish-to-receive p50/p99/max at fixed rates, raw producer->consumer vs gateway
-Publish -> Pull loops. The ratio is gateway p99 / raw p99 (lower is better; 1 = as raw)."""
+Publish -> StreamingPull (one stream, as the official subscriber) and Publish -> Pull loops.
+The ratio is gateway p99 / raw p99 (lower is better; 1 = as raw)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from benchmarks.scenarios.common import api_for, kafka_topic
 
 NAME = "latency"
 RECEIVER_THREADS = 4
+STREAM_LABEL = "StreamingPull"
 OFFERED_RATE = "the offered rate (fixed); no CPU saturated"
 
 
@@ -28,7 +30,8 @@ def run(bench: Bench, mode: Mode) -> list[Row]:
             rows: list[Row] = []
             for rate in mode.latency_rates:
                 raw = _raw(bench, mode, rate, raw_topic)
-                rows += [raw, _gateway(bench, mode, rate, gw_topic, sub, raw)]
+                rows += [raw, _gateway(bench, mode, rate, gw_topic, sub, raw, streaming=True),
+                         _gateway(bench, mode, rate, gw_topic, sub, raw, streaming=False)]
             return rows
         finally:
             api.delete(raw_topic, [])
@@ -49,13 +52,15 @@ def _raw(bench: Bench, mode: Mode, rate: int, topic: str) -> Row:
     return _row(f"raw producer -> consumer @ {rate}/s", "raw", results, win)
 
 
-def _gateway(bench: Bench, mode: Mode, rate: int, topic: str, sub: str, raw: Row) -> Row:
+def _gateway(bench: Bench, mode: Mode, rate: int, topic: str, sub: str, raw: Row, streaming: bool) -> Row:
     common = {"address": bench.gateway.address, "rate": rate, "seconds": mode.latency_seconds}
     receiver = {**common, "subscription": sub, "expected": int(rate * mode.latency_seconds),
                 "threads": RECEIVER_THREADS}
     sender = {**common, "topic": topic}
-    results, win = bench.run([(latency.gw_sender, sender), (latency.gw_receiver, receiver)])
-    row = _row(f"Publish -> Pull x{RECEIVER_THREADS} @ {rate}/s", "gateway", results, win)
+    receive, label = ((latency.gw_stream_receiver, STREAM_LABEL) if streaming
+                      else (latency.gw_receiver, f"Pull x{RECEIVER_THREADS}"))
+    results, win = bench.run([(latency.gw_sender, sender), (receive, receiver)])
+    row = _row(f"Publish -> {label} @ {rate}/s", "gateway", results, win)
     row.ratio = ratio(row.extra["p99_ms"], raw.extra["p99_ms"])
     row.extra["p50_ratio"] = ratio(row.extra["p50_ms"], raw.extra["p50_ms"])
     return row

@@ -60,13 +60,16 @@ def test_machine_and_targets_are_described(quick: dict[str, Any]) -> None:
     assert machine["cores"] >= 1 and machine["memory_gib"] > 0
     for key in ("cpu_model", "python", "kafka", "confluent_kafka", "grpcio", "date"):
         assert machine[key], key
-    assert len(quick["targets"]) == 3
+    assert len(quick["targets"]) == 5
+    for target in quick["targets"]:
+        assert isinstance(target["met"], bool) and target["target"], target
 
 
 @pytest.mark.timeout(420)
 def test_latency_rows_have_percentiles(quick: dict[str, Any]) -> None:
     rows = quick["scenarios"]["latency"]
     assert {r["kind"] for r in rows} == {"raw", "gateway"}
+    assert any(r["case"].startswith("Publish -> StreamingPull") for r in rows)
     for row in rows:
         extra = row["extra"]
         assert 0 < extra["p50_ms"] <= extra["p99_ms"] <= extra["max_ms"], row
