@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 
 import grpc
@@ -169,3 +171,63 @@ def test_subscriber_survives_a_gateway_restart(
     finally:
         future.cancel()
     assert b"before" in got and b"after" in got
+
+
+def test_two_gateways_share_one_subscription_through_streams(
+    start_gateway: GatewayFactory, names: Callable[[str], str]
+) -> None:
+    """A high-level subscriber on each of two gateway processes: every message arrives, both
+    processes serve a share, and no message is out to both streams at once."""
+    prefix = f"two{uuid.uuid4().hex[:6]}"
+    a, b = start_gateway(prefix=prefix), start_gateway(prefix=prefix)
+    pub, sub_a, topic, subscription = _topic_and_sub(a, names, ack_deadline_seconds=60)
+    _, sub_b = clients(b)
+    deadline = time.monotonic() + 5
+    while True:  # B sees A's resources within the documented bound
+        try:
+            sub_b.get_subscription(subscription=subscription)
+            break
+        except exceptions.NotFound:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    n = 600
+    spans: dict[str, list[tuple[bytes, float, float]]] = {"a": [], "b": []}
+    lock = threading.Lock()
+
+    def on_message(label: str) -> Callable[[pubsub_v1.subscriber.message.Message], None]:
+        def callback(message: pubsub_v1.subscriber.message.Message) -> None:
+            t0 = time.monotonic()
+            time.sleep(0.01)
+            message.ack()
+            with lock:
+                spans[label].append((message.data, t0, time.monotonic()))
+
+        return callback
+
+    futures = [sub_a.subscribe(subscription, on_message("a")), sub_b.subscribe(subscription, on_message("b"))]
+    try:
+        for batch in range(12):  # a trickle, so the group's rebalance happens while messages flow
+            for f in [pub.publish(topic, f"m{i}".encode()) for i in range(batch * 50, batch * 50 + 50)]:
+                f.result(timeout=60)
+            time.sleep(0.5)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with lock:
+                if len({d for v in spans.values() for d, _, _ in v}) >= n:
+                    break
+            time.sleep(0.1)
+        time.sleep(1.0)  # anything delivered twice would show up now
+    finally:
+        for f in futures:
+            f.cancel()
+    everything = spans["a"] + spans["b"]
+    assert {d for d, _, _ in everything} == {f"m{i}".encode() for i in range(n)}, "none lost"
+    assert spans["a"] and spans["b"], "both processes served the subscription"
+    by_data: dict[bytes, list[tuple[float, float]]] = {}
+    for d, t0, t1 in everything:
+        by_data.setdefault(d, []).append((t0, t1))
+    for d, ss in by_data.items():
+        ss.sort()
+        for (_, end), (start, _) in itertools.pairwise(ss):
+            assert start >= end, f"{d!r} was out to two streams at once"
