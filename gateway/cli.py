@@ -7,6 +7,8 @@ import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from gateway import settings as settings_mod
 from gateway.kafka import local
@@ -52,7 +54,21 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     logging.getLogger("gateway").info("settings: %s", settings.masked())
-    return asyncio.run(_serve(settings))
+    return _event_loop_runner(settings.event_loop)(_serve(settings))
+
+
+def _event_loop_runner(choice: str) -> Callable[[Coroutine[Any, Any, int]], int]:
+    """uvloop's event loop unless told otherwise: it halves what the loop itself costs per HTTP
+    push and gRPC message (libuv in C instead of selectors and callbacks in Python)."""
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise SystemExit("--event-loop uvloop: uvloop is not installed") from None
+        else:
+            return uvloop.run
+    return asyncio.run
 
 
 if __name__ == "__main__":

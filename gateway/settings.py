@@ -43,10 +43,11 @@ class Settings:
     expiration_check_seconds: float = 60.0
     min_expiration_ttl_seconds: int = 86_400
     push_max_outstanding: int = 1000
-    push_max_connections: int = 100
+    push_max_connections: int = 50
     push_auth_issuer: str = ""
     push_auth_key_file: Path | None = None
     push_auth_key_rotation_hours: float = 24.0
+    event_loop: str = "auto"  # uvloop where installed, else asyncio's own
     log_level: str = "INFO"
 
     def validate(self) -> Settings:
@@ -85,6 +86,8 @@ class Settings:
                 "--internal-prefix may hold only letters, digits, '.', '_', '-' and must not end in '_'"
             )
         self._validate_push()
+        if self.event_loop not in {"auto", "uvloop", "asyncio"}:
+            raise SettingsError("--event-loop must be auto, uvloop or asyncio")
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         return self
@@ -167,12 +170,15 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--push-max-outstanding", type=int, default=default("push_max_outstanding"),
       help="largest push window: pushes outstanding per subscription and process (default 1000)")
     p("--push-max-connections", type=int, default=default("push_max_connections"),
-      help="HTTP connections to push endpoints, all subscriptions together (default 100)")
+      help="HTTP connections to push endpoints, all subscriptions together, and the most requests "
+           "one subscription has in flight (default 50)")
     p("--push-auth-issuer", default=default("push_auth_issuer"),
       help="`iss` of push tokens and base URL of their key set (default http://HOST:REST-PORT)")
     p("--push-auth-key-file", type=Path, default=default("push_auth_key_file"),
       help="PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)")
     p("--push-auth-key-rotation-hours", type=float, default=default("push_auth_key_rotation_hours"))
+    p("--event-loop", default=default("event_loop"),
+      help="auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)")
     p("--log-level", default=default("log_level"))
 
 
@@ -205,5 +211,6 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         push_auth_issuer=str(ns.push_auth_issuer or ""),
         push_auth_key_file=Path(ns.push_auth_key_file) if ns.push_auth_key_file else None,
         push_auth_key_rotation_hours=float(ns.push_auth_key_rotation_hours),
+        event_loop=str(ns.event_loop),
         log_level=str(ns.log_level).upper(),
     ).validate()
