@@ -8,8 +8,9 @@ endpoint, and the time until every message was acknowledged by the endpoint is m
 - "fails 20%": the endpoint answers 500 to a random fifth of the requests; the ratio of requests
   to messages shows what the retries cost (1.25 would be the ideal).
 - "bare aiohttp client": no gateway, no Kafka: one process POSTs push-shaped bodies of the same
-  size to the same endpoint with 100 requests in flight over one aiohttp ClientSession. It is the
-  ceiling of the HTTP stack on this machine; `x_bare` = a case's rate / this one.
+  size to the same endpoint with as many requests in flight as the gateway's default connection
+  pool (50) over one aiohttp ClientSession, on uvloop as the gateway. It is the ceiling of the
+  HTTP stack on this machine; `x_bare` = a case's rate / this one.
 
 The endpoint runs in this process (a thread with its own event loop), the gateway in a
 subprocess, on the embedded broker unless one is named.
@@ -35,9 +36,11 @@ from typing import Any
 from aiohttp import web
 
 from benchmarks.processes import GatewayProc, delete_topics, kafka_broker
+from gateway.settings import Settings
 from gateway.translate import names
 
 PROJECT = "projects/bench"
+BARE_IN_FLIGHT = Settings().push_max_connections
 
 
 class Endpoint:
@@ -111,13 +114,15 @@ def fill(bootstrap: str, topic: str, count: int) -> None:
 
 
 def _bare_client(url: str, count: int) -> None:
-    """POST `count` push-shaped bodies (unique message ids) with 100 in flight (a spawned process)."""
+    """POST `count` push-shaped bodies (unique message ids) with BARE_IN_FLIGHT in flight (a
+    spawned process)."""
     import aiohttp
+    import uvloop
 
     data = base64.b64encode(os.urandom(256)).decode()
 
     async def run() -> None:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=100)) as http:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=BARE_IN_FLIGHT)) as http:
             ids = iter(range(count))
 
             async def worker() -> None:
@@ -127,9 +132,9 @@ def _bare_client(url: str, count: int) -> None:
                     async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
                         await r.read()
 
-            await asyncio.gather(*(worker() for _ in range(100)))
+            await asyncio.gather(*(worker() for _ in range(BARE_IN_FLIGHT)))
 
-    asyncio.run(run())
+    uvloop.run(run())
 
 
 def run_bare(endpoint: Endpoint, count: int, timeout: float) -> dict[str, Any]:
@@ -169,11 +174,11 @@ def run_case(sub: Any, endpoint: Endpoint, subscription: str, count: int, fail_r
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.push_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="2,000 messages instead of 20,000")
+    parser.add_argument("--quick", action="store_true", help="2,000 messages instead of 50,000")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "push.json")
     parser.add_argument("--kafka-bootstrap")
     args = parser.parse_args(argv)
-    count = 2_000 if args.quick else 20_000
+    count = 2_000 if args.quick else 50_000
     prefix = f"pushbench{uuid.uuid4().hex[:6]}"
     with kafka_broker(args.kafka_bootstrap) as (bootstrap, _, _), \
             tempfile.TemporaryDirectory(prefix="push-bench-") as logs:

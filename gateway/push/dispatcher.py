@@ -9,11 +9,16 @@ The session's `max_messages` is the push window: a session is opened with what t
 free and reopened when the window has grown or shrunk well past that (and every half minute
 anyway). Leases outlive sessions, so nothing is lost or delivered twice by reopening. Before
 asking for more messages the dispatcher waits for room in the window and for the push backoff.
+
+Taken messages wait in a queue for one of at most `max_senders` sender coroutines (the size of
+the HTTP connection pool): HTTP/1.1 carries one request per connection, and a request queued
+inside aiohttp for a connection costs far more than one waiting here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
@@ -55,7 +60,7 @@ def target_of(proto: Any) -> body.PushTarget:
 
 class Dispatcher:
     def __init__(self, res: Resource, delivery: DeliveryService, http: aiohttp.ClientSession,
-                 signer: TokenSigner, max_window: int) -> None:
+                 signer: TokenSigner, max_window: int, max_senders: int = 100) -> None:
         self.name = res.name
         self.uid: str = res.meta["uid"]
         self._delivery = delivery
@@ -63,7 +68,11 @@ class Dispatcher:
         self._signer = signer
         self.window = PushWindow(maximum=max_window)
         self.backoff = PushBackoff()
-        self._inflight: dict[asyncio.Task[None], int] = {}  # push -> number of its session
+        self._queue: collections.deque[tuple[Delivery, int, float]] = collections.deque()  # to send
+        self._outstanding: collections.Counter[int] = collections.Counter()  # session number -> pushes
+        self._count = 0  # pushes taken and not finished: queued or being sent
+        self._senders: set[asyncio.Task[None]] = set()
+        self._max_senders = max(1, max_senders)
         self._session_no = 0
         self._changed = asyncio.Event()
         self._settler = Settler(delivery, res.name)
@@ -99,19 +108,23 @@ class Dispatcher:
             for t in pending:
                 t.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        pushes = list(self._inflight)
-        if pushes:
-            _, pending = await asyncio.wait(pushes, timeout=grace)
-            for push in pending:
-                push.cancel()
+        senders = list(self._senders)
+        if senders:
+            _, pending = await asyncio.wait(senders, timeout=grace)
+            for sender_task in pending:
+                sender_task.cancel()  # its push in flight is nacked
             await asyncio.gather(*pending, return_exceptions=True)
+        while self._queue:  # taken but never sent: back to the subscription at once
+            d, number, _ = self._queue.popleft()
+            self._settler.nack(d.ack_id)
+            self._finished(number)
         await self._settler.close()
 
     # -- sessions --------------------------------------------------------------------------
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            room = max(1, self.window.limit - len(self._inflight))
+            room = max(1, self.window.limit - self._count)
             try:
                 session = await self._delivery.open_stream(self.name, self.deadline, room, 0)
             except GatewayError as exc:
@@ -180,16 +193,21 @@ class Dispatcher:
             self._waiting.close("push backoff")
 
     def _reopen_due(self, number: int, room: int, age: float) -> bool:
-        others = sum(1 for n in self._inflight.values() if n != number)
+        others = self._count - self._outstanding[number]
         want = max(1, self.window.limit - others)
         return age > RECYCLE_SECONDS or want < room or want >= room * GROW_FACTOR + 1
+
+    def _has_room(self) -> bool:
+        """Whether the window has room for a batch worth taking: a quarter of it (at least one).
+        Asking for every single free slot would make each lease-log write carry one message."""
+        return self.window.limit - self._count >= max(1, self.window.limit // 4)
 
     async def _gate(self) -> None:
         """Wait until the backoff has passed and the window has room."""
         loop = asyncio.get_running_loop()
         while True:
             wait = self.backoff.wait(loop.time())
-            if self._stopping.is_set() or (wait <= 0 and len(self._inflight) < self.window.limit):
+            if self._stopping.is_set() or (wait <= 0 and self._has_room()):
                 return
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
@@ -198,38 +216,58 @@ class Dispatcher:
     # -- pushes ----------------------------------------------------------------------------
 
     def _launch(self, d: Delivery, number: int, received: float) -> None:
-        push = asyncio.create_task(self._push(d, received))
-        self._inflight[push] = number
-        push.add_done_callback(self._pushed)
+        self._queue.append((d, number, received))
+        self._outstanding[number] += 1
+        self._count += 1
+        if len(self._senders) < min(self._max_senders, len(self._queue)):
+            task = asyncio.create_task(self._send_queued())
+            self._senders.add(task)
+            task.add_done_callback(self._senders.discard)
 
-    def _pushed(self, push: asyncio.Task[None]) -> None:
-        self._inflight.pop(push, None)
-        self._changed.set()
-        if not push.cancelled() and push.exception() is not None:
-            log.error("%s: push failed", self.name, exc_info=push.exception())
-
-    async def _push(self, d: Delivery, received: float) -> None:
+    async def _send_queued(self) -> None:
+        """A sender: push queued messages one after another until the queue is empty. (One
+        coroutine frame, not three: every resumption inside aiohttp passes through each.)"""
         loop = asyncio.get_running_loop()
-        target = self.target
-        sent = loop.time()
-        try:
-            outcome = await self._send(d, target, received + self.deadline - sent)
-        except asyncio.CancelledError:
-            self._settler.nack(d.ack_id)
-            raise
-        self._judge(d, outcome, sent, loop.time())
-
-    async def _send(self, d: Delivery, target: body.PushTarget, time_left: float) -> sender.Outcome:
-        if not target.endpoint:
-            return sender.Outcome(False, "push delivery is paused")
-        request = body.build(self.name, to_message(d.record), d.attempt if self.counted else 0, target)
-        token = None
-        if target.oidc_email:
+        while self._queue:
+            d, number, received = self._queue.popleft()
             try:
-                token = self._signer.token(target.audience, target.oidc_email)
-            except LookupError as exc:
-                return sender.Outcome(False, str(exc))
-        return await sender.post(self._http, target.endpoint, request, time_left, token)
+                sent = loop.time()
+                url, request, token, refused = self._request(d)
+                if refused is None:
+                    time_left = received + self.deadline - sent
+                    outcome = await sender.post(self._http, url, request, time_left, token)
+                else:
+                    outcome = refused
+                self._judge(d, outcome, sent, loop.time())
+            except asyncio.CancelledError:
+                self._settler.nack(d.ack_id)
+                raise
+            except Exception:
+                log.exception("%s: push failed", self.name)  # its lease expires: sent again later
+            finally:
+                self._finished(number)
+
+    def _finished(self, number: int) -> None:
+        self._count -= 1
+        self._outstanding[number] -= 1
+        if self._outstanding[number] <= 0:
+            del self._outstanding[number]
+        if self._has_room():
+            self._changed.set()
+
+    def _request(self, d: Delivery) -> tuple[str, body.PushRequest, str | None, sender.Outcome | None]:
+        """(endpoint, request, token, None) pushing `d`, or (..., outcome) when it cannot be sent."""
+        target = self.target
+        url = target.endpoint
+        request = body.build(self.name, to_message(d.record), d.attempt if self.counted else 0, target)
+        if not url:
+            return url, request, None, sender.Outcome(False, "push delivery is paused")
+        if not target.oidc_email:
+            return url, request, None, None
+        try:
+            return url, request, self._signer.token(target.audience, target.oidc_email), None
+        except LookupError as exc:
+            return url, request, None, sender.Outcome(False, str(exc))
 
     def _judge(self, d: Delivery, outcome: sender.Outcome, sent: float, now: float) -> None:
         if outcome.ok:

@@ -106,7 +106,7 @@ class PushManager:
             return
         assert self._http is not None
         dispatcher = Dispatcher(wanted, self._delivery, self._http, self.signer,
-                                self._settings.push_max_outstanding)
+                                self._settings.push_max_outstanding, self._settings.push_max_connections)
         self._dispatchers[name] = dispatcher
         dispatcher.start()
         log.info("%s: pushing to %s", name, dispatcher.target.endpoint)

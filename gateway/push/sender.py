@@ -33,9 +33,9 @@ def client_session(max_connections: int) -> aiohttp.ClientSession:
 
 async def post(http: aiohttp.ClientSession, url: str, request: PushRequest, time_left: float,
                token: str | None) -> Outcome:
-    headers = dict(request.headers)
+    headers = request.headers
     if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
+        headers = {**headers, "Authorization": f"Bearer {token}"}
     try:
         async with http.post(url, data=request.body, headers=headers, allow_redirects=False,
                              timeout=aiohttp.ClientTimeout(total=max(0.05, time_left))) as resp:

@@ -83,3 +83,21 @@ def test_wrapped_body_round_trips(data: bytes, attrs: dict[str, str], attempt: i
     assert base64.b64decode(out["message"]["data"]) == data
     assert out["message"]["attributes"] == attrs
     assert out.get("deliveryAttempt", 0) == attempt
+
+
+@hsettings(max_examples=300, deadline=None, database=None)
+@given(data=st.binary(max_size=64), attrs=st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=12)),
+       key=st.text(max_size=12), mid=st.one_of(st.integers(0, 2**60).map(str), st.text(max_size=10)),
+       ms=st.integers(0, 2**42), attempt=st.integers(0, 100), sub=st.text(max_size=30))
+def test_assembled_json_is_the_wrapped_dict(data: bytes, attrs: dict[str, str], key: str, mid: str, ms: int,
+                                            attempt: int, sub: str) -> None:
+    msg = MessageView(data, attrs, key, mid, ms)
+    assert json.loads(body.wrapped_json(sub, msg, attempt)) == body.wrapped(sub, msg, attempt)
+
+
+def test_rfc3339_agrees_with_datetime() -> None:
+    import datetime
+
+    for ms in (0, 999, 1_000, 951_782_400_123, 1_763_740_000_123, 4_102_444_800_000):
+        moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+        assert body.rfc3339(ms) == moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
