@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from gateway.core.runner import SubscriptionRunner, now_ms
 from gateway.errors import GatewayError, InvalidArgument, Unavailable
 from gateway.translate import limits
+from gateway.translate.records import Record
 
 if TYPE_CHECKING:
     from gateway.core.delivery import Delivery, DeliveryService
@@ -135,31 +136,31 @@ class StreamSession:
             if room:
                 until = now_ms() + self.deadline_seconds * 1000
                 taken = runner.take(min(room, CHUNK * 10), until)
-                # Respect the byte limit: give back what does not fit.
-                fits, extra, used = [], [], self._bytes
-                for t in taken:
-                    if used < self._max_bytes:
-                        fits.append(t)
-                        used += t[3].size
-                    else:
-                        extra.append(t)
-                if extra:
-                    for p, o, g, _ in extra:
-                        state = runner.states.get(p)
-                        if state is not None:
-                            state.release([(o, g)])
-                taken = fits
+                # Respect the byte limit: count what fits, give back the rest.
+                used, outstanding = self._bytes, self._outstanding
+                for i, (p, o, _, r) in enumerate(taken):
+                    if used >= self._max_bytes:
+                        self._give_back(taken[i:])
+                        taken = taken[:i]
+                        break
+                    size = r.size
+                    outstanding[(p, o)] = size
+                    used += size
+                self._bytes = used
             if taken:
                 got = await self._service.deliver(self.res, runner, taken, until)
-                for (p, o, _, r) in taken:
-                    self._outstanding[(p, o)] = r.size
-                    self._bytes += r.size
                 yield self._output(got)
                 continue
             if self._pong or self._confirmations:
                 yield self._output([])
                 continue
             await self._wait(room > 0)
+
+    def _give_back(self, extra: list[tuple[int, int, int, Record]]) -> None:
+        for p, o, g, _ in extra:
+            state = self._runner.states.get(p)
+            if state is not None:
+                state.release([(o, g)])
 
     async def _wait(self, for_messages: bool) -> None:
         runner = self._runner
