@@ -238,7 +238,9 @@ class Dispatcher:
                     outcome = await sender.post(self._http, url, request, time_left, token)
                 else:
                     outcome = refused
-                self._judge(d, outcome, sent, loop.time())
+                # Judged by when the message was taken, not when a sender got to it: a batch taken
+                # together is one round trip, whose failures count once (as before it queued).
+                self._judge(d, outcome, received, loop.time())
             except asyncio.CancelledError:
                 self._settler.nack(d.ack_id)
                 raise
