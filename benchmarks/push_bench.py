@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import uvloop
 from aiohttp import web
 
 from benchmarks.processes import GatewayProc, delete_topics, kafka_broker
@@ -40,6 +41,7 @@ from gateway.settings import Settings
 from gateway.translate import names
 
 PROJECT = "projects/bench"
+MESSAGE_ID_KEY = b'"messageId":"'
 BARE_IN_FLIGHT = Settings().push_max_connections
 
 
@@ -49,11 +51,11 @@ class Endpoint:
     def __init__(self) -> None:
         self.fail_ratio = 0.0
         self.requests = 0
-        self.acked: set[str] = set()
+        self.acked: set[bytes] = set()
         self.done = threading.Event()
         self.expected = 0
         self.first_at = self.done_at = 0.0
-        self._loop = asyncio.new_event_loop()
+        self._loop = uvloop.new_event_loop()  # lean, like the load generators: it shares the 2 cores
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -71,13 +73,13 @@ class Endpoint:
         self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/push"
 
     async def _handle(self, request: web.Request) -> web.Response:
-        body = await request.json()
+        body = await request.read()
         self.requests += 1
         if self.first_at == 0.0:
             self.first_at = time.monotonic()
         if random.random() < self.fail_ratio:
             return web.Response(status=500)
-        self.acked.add(body["message"]["messageId"])
+        self.acked.add(_message_id(body))
         if len(self.acked) >= self.expected and not self.done.is_set():
             self.done_at = time.monotonic()
             self.done.set()
@@ -94,6 +96,13 @@ class Endpoint:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
         self._loop.close()
+
+
+def _message_id(body: bytes) -> bytes:
+    """The wrapped body's messageId, found without parsing the whole JSON (the endpoint is test
+    apparatus on the gateway's machine: the less CPU it takes, the less it disturbs the figure)."""
+    start = body.index(MESSAGE_ID_KEY) + len(MESSAGE_ID_KEY)
+    return body[start:body.index(b'"', start)]
 
 
 def fill(bootstrap: str, topic: str, count: int) -> None:
@@ -117,7 +126,6 @@ def _bare_client(url: str, count: int) -> None:
     """POST `count` push-shaped bodies (unique message ids) with BARE_IN_FLIGHT in flight (a
     spawned process)."""
     import aiohttp
-    import uvloop
 
     data = base64.b64encode(os.urandom(256)).decode()
 
@@ -127,8 +135,9 @@ def _bare_client(url: str, count: int) -> None:
 
             async def worker() -> None:
                 for i in ids:
-                    body = json.dumps({"message": {"data": data, "messageId": f"bare-{i}", "attributes": {}},
-                                       "subscription": "projects/bench/subscriptions/bare"})
+                    message = {"data": data, "messageId": f"bare-{i}", "attributes": {}}
+                    body = json.dumps({"message": message, "subscription": f"{PROJECT}/subscriptions/bare"},
+                                      separators=(",", ":"))
                     async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
                         await r.read()
 
