@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 
 import grpc
+from google.api_core.exceptions import NotFound
 from google.cloud import pubsub_v1
 from google.pubsub_v1 import types
 from google.pubsub_v1.services.publisher import PublisherClient as PublisherGapic
@@ -46,3 +48,29 @@ def pull_nothing(sub: pubsub_v1.SubscriberClient, subscription: str, seconds: fl
         resp = sub.pull(subscription=subscription, max_messages=100, timeout=10)
         seen.extend(m.message.data.decode() for m in resp.received_messages)
     return seen
+
+
+def await_subscription(sub: pubsub_v1.SubscriberClient, subscription: str, seconds: float = 5.0) -> None:
+    """Wait until a gateway process sees a subscription another one created (resources reach
+    every process within about a second)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            sub.get_subscription(subscription=subscription)
+            return
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def assert_never_out_twice(spans: list[tuple[bytes, float, float]]) -> None:
+    """(data, received, acked) per delivery: any repeat of a message began after the earlier
+    delivery was acked, so no message was leased to two clients at once."""
+    by_data: dict[bytes, list[tuple[float, float]]] = {}
+    for data, start, end in spans:
+        by_data.setdefault(data, []).append((start, end))
+    for data, times in by_data.items():
+        times.sort()
+        for (_, end), (start, _) in itertools.pairwise(times):
+            assert start >= end, f"{data!r} was out to two clients at once"
