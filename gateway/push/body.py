@@ -90,8 +90,9 @@ def build(subscription: str, message: MessageView, attempt: int, target: PushTar
 
 
 def wrapped_json(subscription: str, message: MessageView, attempt: int) -> str:
-    """`wrapped(...)` as compact JSON, assembled from parts: it is built for every push, and
-    this is four times faster than encoding the dict (base64 and RFC 3339 need no escaping)."""
+    """The wrapped body (module docstring) as compact JSON, assembled from parts: it is built
+    for every push, and this is four times faster than `json.dumps` of a dict (base64 and
+    RFC 3339 need no escaping)."""
     published = rfc3339(message.publish_time_ms)
     attributes = json.dumps(message.attributes, separators=(",", ":")) if message.attributes else "{}"
     mid = message.message_id
@@ -101,25 +102,6 @@ def wrapped_json(subscription: str, message: MessageView, attempt: int) -> str:
     return (f'{{"message":{{"attributes":{attributes},"data":"{base64.b64encode(message.data).decode()}",'
             f'"messageId":{mid},"message_id":{mid},"publishTime":"{published}","publish_time":"{published}"'
             f'{key}}},"subscription":{_json_string(subscription)}{count}}}')
-
-
-def wrapped(subscription: str, message: MessageView, attempt: int) -> dict[str, object]:
-    """The wrapped body as a dict (what `wrapped_json` writes)."""
-    published = rfc3339(message.publish_time_ms)
-    inner: dict[str, object] = {
-        "attributes": dict(message.attributes),
-        "data": base64.b64encode(message.data).decode(),
-        "messageId": message.message_id,
-        "message_id": message.message_id,
-        "publishTime": published,
-        "publish_time": published,
-    }
-    if message.ordering_key:
-        inner["orderingKey"] = message.ordering_key
-    out: dict[str, object] = {"message": inner, "subscription": subscription}
-    if attempt > 0:
-        out["deliveryAttempt"] = attempt
-    return out
 
 
 def metadata_headers(subscription: str, message: MessageView) -> dict[str, str]:

@@ -60,7 +60,7 @@ def target_of(proto: Any) -> body.PushTarget:
 
 class Dispatcher:
     def __init__(self, res: Resource, delivery: DeliveryService, http: aiohttp.ClientSession,
-                 signer: TokenSigner, max_window: int, max_senders: int = 100) -> None:
+                 signer: TokenSigner, max_window: int, max_senders: int) -> None:
         self.name = res.name
         self.uid: str = res.meta["uid"]
         self._delivery = delivery
@@ -271,7 +271,7 @@ class Dispatcher:
         except LookupError as exc:
             return url, request, None, sender.Outcome(False, str(exc))
 
-    def _judge(self, d: Delivery, outcome: sender.Outcome, sent: float, now: float) -> None:
+    def _judge(self, d: Delivery, outcome: sender.Outcome, taken_at: float, now: float) -> None:
         if outcome.ok:
             self.window.on_success()
             self.backoff.on_success()
@@ -280,8 +280,8 @@ class Dispatcher:
                 log.info("%s: push endpoint answers again after %d failures", self.name, self._failures)
                 self._failures = 0
             return
-        self.window.on_failure(sent, now)
-        self.backoff.on_failure(sent, now)
+        self.window.on_failure(taken_at, now)
+        self.backoff.on_failure(taken_at, now)
         self._settler.nack(d.ack_id)
         self._interrupt()
         self._failures += 1

@@ -92,7 +92,23 @@ def test_wrapped_body_round_trips(data: bytes, attrs: dict[str, str], attempt: i
 def test_assembled_json_is_the_wrapped_dict(data: bytes, attrs: dict[str, str], key: str, mid: str, ms: int,
                                             attempt: int, sub: str) -> None:
     msg = MessageView(data, attrs, key, mid, ms)
-    assert json.loads(body.wrapped_json(sub, msg, attempt)) == body.wrapped(sub, msg, attempt)
+    assert json.loads(body.wrapped_json(sub, msg, attempt)) == _documented(sub, msg, attempt)
+
+
+def _documented(subscription: str, message: MessageView, attempt: int) -> dict[str, object]:
+    """The wrapped body as the push documentation describes it, field by field."""
+    published = body.rfc3339(message.publish_time_ms)
+    inner: dict[str, object] = {
+        "attributes": dict(message.attributes), "data": base64.b64encode(message.data).decode(),
+        "messageId": message.message_id, "message_id": message.message_id,
+        "publishTime": published, "publish_time": published,
+    }
+    if message.ordering_key:
+        inner["orderingKey"] = message.ordering_key
+    out: dict[str, object] = {"message": inner, "subscription": subscription}
+    if attempt > 0:
+        out["deliveryAttempt"] = attempt
+    return out
 
 
 def test_rfc3339_agrees_with_datetime() -> None:

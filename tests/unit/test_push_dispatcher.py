@@ -136,7 +136,8 @@ def _resource() -> Any:
 async def _run(core: FakeCore, endpoint: FakeEndpoint, done: Callable[[], bool], monkeypatch: pytest.MonkeyPatch,
                max_window: int = 1000) -> dispatcher_mod.Dispatcher:
     monkeypatch.setattr(dispatcher_mod.sender, "post", endpoint.post)
-    d = dispatcher_mod.Dispatcher(_resource(), core, None, TokenSigner(list, "http://i"), max_window)  # type: ignore[arg-type]
+    d = dispatcher_mod.Dispatcher(_resource(), core, None, TokenSigner(list, "http://i"), max_window,  # type: ignore[arg-type]
+                                  max_senders=50)
     d.start()
     await _until(core, done, 20)
     await d.stop(grace=5)
@@ -191,7 +192,8 @@ async def test_stop_cancels_and_nacks_what_outlives_the_grace(monkeypatch: pytes
     core = FakeCore(2)
     endpoint = FakeEndpoint(core, lambda _: True, latency=30)
     monkeypatch.setattr(dispatcher_mod.sender, "post", endpoint.post)
-    d = dispatcher_mod.Dispatcher(_resource(), core, None, TokenSigner(list, "http://i"), 10)  # type: ignore[arg-type]
+    d = dispatcher_mod.Dispatcher(_resource(), core, None, TokenSigner(list, "http://i"), 10,  # type: ignore[arg-type]
+                                  max_senders=50)
     d.start()
     await _until(core, lambda: endpoint.active == 2, 5)
     await d.stop(grace=0.1)
