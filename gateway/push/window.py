@@ -6,6 +6,9 @@ the time (a monotonic clock, in seconds).
 - The **push window** is the most pushes outstanding at once. It starts small, grows by one per
   success below the slow-start limit (doubling every round trip) and by one per window's worth
   of successes above it (additive increase), and halves on a failure (multiplicative decrease).
+  The limit is the documented 3,000 outstanding messages, so below `--push-max-outstanding`'s
+  default of 1000 the window only ever grows exponentially: a backlog reaches full speed after a
+  few round trips instead of creeping up by one per window's worth of successes.
 - The **push backoff** pauses the whole subscription after a failure (a nack, an error status,
   a connection error or a request that outlived the ack deadline): 100 ms after the first,
   doubling with every further failure up to 60 s, halving with every success.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 INITIAL_WINDOW = 3
-SLOW_START_LIMIT = 200
+SLOW_START_LIMIT = 3000  # outstanding messages; past them the window grows linearly
 MIN_BACKOFF = 0.1
 MAX_BACKOFF = 60.0
 
