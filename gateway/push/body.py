@@ -58,10 +58,6 @@ class PushRequest:
     headers: dict[str, str]
 
 
-def is_success(status: int) -> bool:
-    return status in SUCCESS_STATUSES
-
-
 def rfc3339(ms: int) -> str:
     """Milliseconds since the epoch as RFC 3339 UTC with millisecond precision."""
     seconds, millis = divmod(ms, 1000)

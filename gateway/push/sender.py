@@ -11,7 +11,7 @@ import dataclasses
 
 import aiohttp
 
-from gateway.push.body import PushRequest, is_success
+from gateway.push.body import SUCCESS_STATUSES, PushRequest
 
 USER_AGENT = "pubsub-kafka-gateway-push"
 KEEP_BODY = 64 * 1024  # a response body is read (so the connection is kept) up to this size
@@ -21,6 +21,9 @@ KEEP_BODY = 64 * 1024  # a response body is read (so the connection is kept) up 
 class Outcome:
     ok: bool
     detail: str  # "HTTP 200", "timeout", "ClientConnectorError: ..."
+
+
+_SUCCEEDED = {status: Outcome(True, f"HTTP {status}") for status in SUCCESS_STATUSES}  # one each, shared
 
 
 def client_session(max_connections: int) -> aiohttp.ClientSession:
@@ -40,7 +43,7 @@ async def post(http: aiohttp.ClientSession, url: str, request: PushRequest, time
         async with http.post(url, data=request.body, headers=headers, allow_redirects=False,
                              timeout=aiohttp.ClientTimeout(total=max(0.05, time_left))) as resp:
             await resp.content.read(KEEP_BODY)
-            return Outcome(is_success(resp.status), f"HTTP {resp.status}")
+            return _SUCCEEDED.get(resp.status) or Outcome(False, f"HTTP {resp.status}")
     except TimeoutError:
         return Outcome(False, "timeout")
     except (aiohttp.ClientError, OSError, ValueError) as exc:
