@@ -146,6 +146,7 @@ def describe_machine(kafka_version: str) -> dict[str, object]:
         "cpu_model": _cpu_model(),
         "kernel": platform.release(),
         "python": sys.version.split()[0],
+        "python_executable": os.path.realpath(sys.executable),  # which build: distro, pyenv, ...
         "kafka": kafka_version,
         "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],

@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
             delete_topics(bootstrap, prefix)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.push_bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    args.out.write_text(json.dumps({"command": command, "rows": rows}, indent=1) + "\n")
+    python = {"version": sys.version.split()[0], "executable": os.path.realpath(sys.executable)}
+    args.out.write_text(json.dumps({"command": command, "python": python, "rows": rows}, indent=1) + "\n")
     for row in rows:
         print(json.dumps(row))
     print(f"wrote {args.out}")
