@@ -17,9 +17,9 @@ subprocess, on the embedded broker unless one is named.
 
 The machine is shared and noisy, and a fresh broker's JVM is still compiling during its first
 minutes of load (the first case used to run at 5-8k msg/s, the same case minutes later at
-10-11k). So before the cases, batches of N/2 messages are pushed on subscriptions of their own
-until the rate stops rising (less than 10% above the batch before; at most 5; reported as
-`warm_up_msgs_per_s`, not counted), and "acks at once" is measured 3 times, each on its own
+10-13k). So before the cases, at least 6 batches of N/2 messages are pushed on subscriptions of
+their own, and more until the rate stops rising (less than 10% above the batch before; at most
+10; reported as `warm_up_msgs_per_s`, not counted), and "acks at once" is measured 3 times, each on its own
 subscription: the row is the median round, `rounds_msgs_per_s` has all three. Each row also
 has the gateway process's CPU per message (all its threads), which noise on the machine
 disturbs less than the rate.
@@ -54,7 +54,7 @@ PROJECT = "projects/bench"
 MESSAGE_ID_KEY = b'"messageId":"'
 BARE_IN_FLIGHT = Settings().push_max_connections
 ROUNDS = 3  # of "acks at once"; the median counts
-WARM_UP_MAX = 5  # warm-up batches at most
+WARM_UP_MIN, WARM_UP_MAX = 6, 10  # warm-up batches
 
 
 class Endpoint:
@@ -244,7 +244,7 @@ def bench(address: str, gateway_pid: int, bootstrap: str, endpoint: Endpoint,
         return run_case(sub, endpoint, subscription, n, fail_ratio, timeout, gateway_pid)
 
     warm_up: list[int] = []
-    while len(warm_up) < WARM_UP_MAX and (len(warm_up) < 2 or warm_up[-1] >= warm_up[-2] * 1.1):
+    while len(warm_up) < WARM_UP_MAX and (len(warm_up) < WARM_UP_MIN or warm_up[-1] >= warm_up[-2] * 1.1):
         warm_up.append(case("warm", max(count // 2, 1), 0.0)["msgs_per_s"])
     rounds = [case("ok", count, 0.0) for _ in range(ROUNDS)]
     ok = sorted(rounds, key=lambda r: r["msgs_per_s"])[ROUNDS // 2]
