@@ -211,11 +211,13 @@ def main(argv: list[str] | None = None) -> int:
         endpoint = Endpoint()
         try:
             endpoint.start()
-            rows = bench(gw.address, gw.pid, bootstrap, endpoint, count)
+            rows = bench(gw.address, gw.pid, bootstrap, endpoint, count, prefix)
         finally:
             endpoint.stop()
             gw.stop()
             delete_topics(bootstrap, prefix)
+            # and the Kafka topics of the Pub/Sub topics, whose ids start with the prefix too
+            delete_topics(bootstrap, names.kafka_topic_for(names.TopicName(f"{PROJECT}/topics/{prefix}")))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     command = "python -m benchmarks.push_bench " + " ".join(sys.argv[1:] if argv is None else argv)
     python = {"version": sys.version.split()[0], "executable": os.path.realpath(sys.executable)}
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def bench(address: str, gateway_pid: int, bootstrap: str, endpoint: Endpoint,
-          count: int) -> list[dict[str, Any]]:
+          count: int, prefix: str) -> list[dict[str, Any]]:
     os.environ["PUBSUB_EMULATOR_HOST"] = address
     from google.cloud import pubsub_v1
 
@@ -236,7 +238,7 @@ def bench(address: str, gateway_pid: int, bootstrap: str, endpoint: Endpoint,
 
     def case(name: str, n: int, fail_ratio: float) -> dict[str, Any]:
         """`n` messages in a topic of their own, pushed through a subscription of their own."""
-        topic = f"{PROJECT}/topics/push-{name}-{uuid.uuid4().hex[:6]}"
+        topic = f"{PROJECT}/topics/{prefix}-{name}-{uuid.uuid4().hex[:6]}"
         subscription = f"{PROJECT}/subscriptions/push-{name}-{uuid.uuid4().hex[:6]}"
         pub.create_topic(name=topic)
         sub.create_subscription(name=subscription, topic=topic, ack_deadline_seconds=60)
