@@ -24,8 +24,6 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
 from gateway.errors import GatewayError
 from gateway.push import body, sender
 from gateway.push.auth import TokenSigner
@@ -59,7 +57,7 @@ def target_of(proto: Any) -> body.PushTarget:
 
 
 class Dispatcher:
-    def __init__(self, res: Resource, delivery: DeliveryService, http: aiohttp.ClientSession,
+    def __init__(self, res: Resource, delivery: DeliveryService, http: sender.PushClient,
                  signer: TokenSigner, max_window: int, max_senders: int) -> None:
         self.name = res.name
         self.uid: str = res.meta["uid"]
@@ -235,7 +233,7 @@ class Dispatcher:
                 url, request, token, refused = self._request(d)
                 if refused is None:
                     time_left = received + self.deadline - sent
-                    outcome = await sender.post(self._http, url, request, time_left, token)
+                    outcome = await self._http.post(url, request, time_left, token)
                 else:
                     outcome = refused
                 # Judged by when the message was taken, not when a sender got to it: a batch taken

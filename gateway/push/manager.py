@@ -14,7 +14,6 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 from aiohttp import web
 
 from gateway.push import jwks, sender
@@ -53,7 +52,7 @@ class PushManager:
         self.keys = KeyStore(admin, producer, kafka_config, settings.internal_prefix,
                              settings.push_auth_key_file, settings.push_auth_key_rotation_hours)
         self.signer = TokenSigner(self.keys.keys, settings.push_auth_issuer)
-        self._http: aiohttp.ClientSession | None = None
+        self._http: sender.PushClient | None = None
         self._dispatchers: dict[str, Dispatcher] = {}
         self._retiring: set[asyncio.Task[None]] = set()
         self._running = False
@@ -68,7 +67,7 @@ class PushManager:
         if not self.signer.issuer:
             self.signer.issuer = default_issuer(self._settings, rest_port)
         await self.keys.start()
-        self._http = sender.client_session(self._settings.push_max_connections)
+        self._http = sender.PushClient(self._settings.push_max_connections)
         self._running = True
         for res in list(self._store.all("subscription")):
             self._sync(res.name, res)

@@ -1,8 +1,8 @@
 """The push dispatcher (gateway.push.dispatcher) against a fake core and a fake endpoint.
 
 The fake delivery service hands out messages through stream sessions whose `max_messages`
-bounds what they lease, puts nacked messages back, and records acks; `sender.post` is replaced
-by a function that answers as a test says. No broker, no protos.
+bounds what they lease, puts nacked messages back, and records acks; the HTTP client is a fake
+endpoint that answers as a test says. No broker, no protos.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
-
-import pytest
 
 from gateway.errors import Unavailable
 from gateway.push import dispatcher as dispatcher_mod
@@ -113,8 +111,7 @@ class FakeEndpoint:
         self.active = self.peak = 0
         self.times: list[float] = []
 
-    async def post(self, http: Any, url: str, request: PushRequest, time_left: float,
-                   token: str | None) -> Outcome:
+    async def post(self, url: str, request: PushRequest, time_left: float, token: str | None) -> Outcome:
         self.active += 1
         self.peak = max(self.peak, self.active)
         self.times.append(asyncio.get_running_loop().time())
@@ -133,10 +130,9 @@ def _resource() -> Any:
     return SimpleNamespace(name=SUB, meta={"uid": "u1"}, proto=proto)
 
 
-async def _run(core: FakeCore, endpoint: FakeEndpoint, done: Callable[[], bool], monkeypatch: pytest.MonkeyPatch,
+async def _run(core: FakeCore, endpoint: FakeEndpoint, done: Callable[[], bool],
                max_window: int = 1000) -> dispatcher_mod.Dispatcher:
-    monkeypatch.setattr(dispatcher_mod.sender, "post", endpoint.post)
-    d = dispatcher_mod.Dispatcher(_resource(), core, None, TokenSigner(list, "http://i"), max_window,  # type: ignore[arg-type]
+    d = dispatcher_mod.Dispatcher(_resource(), core, endpoint, TokenSigner(list, "http://i"), max_window,  # type: ignore[arg-type]
                                   max_senders=50)
     d.start()
     await _until(core, done, 20)
@@ -151,10 +147,10 @@ async def _until(core: FakeCore, done: Callable[[], bool], seconds: float) -> No
             await core.changed.wait()
 
 
-async def test_every_message_is_pushed_and_acked_once_and_the_window_opens(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_every_message_is_pushed_and_acked_once_and_the_window_opens() -> None:
     core = FakeCore(600)
     endpoint = FakeEndpoint(core, lambda _: True)
-    d = await _run(core, endpoint, lambda: len(core.acked) == 600, monkeypatch, max_window=64)
+    d = await _run(core, endpoint, lambda: len(core.acked) == 600, max_window=64)
     assert sorted(core.acked) == sorted(f"m{i}" for i in range(600))
     assert set(core.attempts.values()) == {1}
     assert d.window.limit == 64
@@ -162,7 +158,7 @@ async def test_every_message_is_pushed_and_acked_once_and_the_window_opens(monke
     assert all(s.released for s in core.sessions)
 
 
-async def test_failures_nack_back_off_and_shrink_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_failures_nack_back_off_and_shrink_the_window() -> None:
     failures = {"m0": 4}
 
     def answer(body: str) -> bool:
@@ -173,26 +169,25 @@ async def test_failures_nack_back_off_and_shrink_the_window(monkeypatch: pytest.
 
     core = FakeCore(1)
     endpoint = FakeEndpoint(core, answer)
-    d = await _run(core, endpoint, lambda: core.acked == ["m0"], monkeypatch)
+    d = await _run(core, endpoint, lambda: core.acked == ["m0"])
     assert core.nacked == ["m0"] * 4
     gaps = [b - a for a, b in itertools.pairwise(endpoint.times)]
     assert [round(g, 1) for g in gaps] == [0.1, 0.2, 0.4, 0.8], gaps
     assert d.window.limit == 1 + 1, "halved to 1 by the failures, +1 for the success"
 
 
-async def test_stop_lets_pushes_in_flight_finish(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_stop_lets_pushes_in_flight_finish() -> None:
     core = FakeCore(3)
     endpoint = FakeEndpoint(core, lambda _: True, latency=0.3)
-    await _run(core, endpoint, lambda: endpoint.active == 3, monkeypatch)
+    await _run(core, endpoint, lambda: endpoint.active == 3)
     assert sorted(core.acked) == ["m0", "m1", "m2"], "stop() waited for them and wrote their acks"
     assert all(s.released for s in core.sessions)
 
 
-async def test_stop_cancels_and_nacks_what_outlives_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_stop_cancels_and_nacks_what_outlives_the_grace() -> None:
     core = FakeCore(2)
     endpoint = FakeEndpoint(core, lambda _: True, latency=30)
-    monkeypatch.setattr(dispatcher_mod.sender, "post", endpoint.post)
-    d = dispatcher_mod.Dispatcher(_resource(), core, None, TokenSigner(list, "http://i"), 10,  # type: ignore[arg-type]
+    d = dispatcher_mod.Dispatcher(_resource(), core, endpoint, TokenSigner(list, "http://i"), 10,  # type: ignore[arg-type]
                                   max_senders=50)
     d.start()
     await _until(core, lambda: endpoint.active == 2, 5)
