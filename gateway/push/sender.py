@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 import aiohttp
 import yarl
@@ -29,8 +30,9 @@ USER_AGENT = "pubsub-kafka-gateway-push"
 KEEP_BODY = 64 * 1024  # a response body is read (so the connection is kept) up to this size
 PROCESSING = 102  # an interim status, yet a success for Pub/Sub: the final response is not awaited
 MIN_TIMEOUT = 0.05
+TICK = 0.05  # how often deadlines are checked: a timeout fires up to this late
 MAX_ENDPOINTS = 1024  # endpoints whose request head is kept; forgotten all at once past this
-_NO_LIMITS = aiohttp.ClientTimeout()  # the whole exchange is bounded by one asyncio.timeout
+_NO_LIMITS = aiohttp.ClientTimeout()  # the whole exchange is bounded by its deadline (_Deadlines)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -56,11 +58,15 @@ class PushClient:
         self._connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=0, keepalive_timeout=30,
                                                ttl_dns_cache=60)
         self._endpoints: dict[str, _Endpoint] = {}
+        self._deadlines = _Deadlines()
 
     async def close(self) -> None:
+        self._deadlines.stop()
         await self._connector.close()
 
     async def post(self, url: str, request: PushRequest, time_left: float, token: str | None) -> Outcome:
+        task = asyncio.current_task()
+        assert task is not None
         try:
             endpoint = self._endpoint(url)
             lines = [endpoint.head]
@@ -71,10 +77,15 @@ class PushClient:
                 lines.append(endpoint.basic_auth)
             lines.append(f"Content-Length: {len(request.body)}\r\n\r\n")
             data = "".join(lines).encode() + request.body
-            async with asyncio.timeout(max(MIN_TIMEOUT, time_left)):
+            deadline = self._deadlines.add(task, max(MIN_TIMEOUT, time_left))
+            try:
                 status = await self._exchange(endpoint.key, data)
-        except TimeoutError:
-            return Outcome(False, "timeout")
+            except asyncio.CancelledError:
+                if deadline.expired and task.uncancel() <= deadline.cancelling:
+                    return Outcome(False, "timeout")
+                raise  # stopped from outside
+            finally:
+                self._deadlines.remove(task)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             return Outcome(False, f"{type(exc).__name__}: {exc}")
         return _SUCCEEDED.get(status) or Outcome(False, f"HTTP {status}")
@@ -116,6 +127,47 @@ class PushClient:
                 self._endpoints.clear()
             found = self._endpoints[url] = _describe(url)
         return found
+
+
+@dataclasses.dataclass(slots=True)
+class _Deadline:
+    at: float  # loop time
+    cancelling: int  # the task's cancel requests when the exchange began
+    expired: bool = False
+
+
+class _Deadlines:
+    """The deadlines of the exchanges under way, enforced by one timer for all of them: an exchange
+    past its deadline is cancelled within TICK seconds. `asyncio.timeout` would arm and disarm a
+    timer of the event loop per request, which costs more CPU than writing the request."""
+
+    def __init__(self) -> None:
+        self._running: dict[asyncio.Task[Any], _Deadline] = {}  # by the task awaiting the exchange
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, task: asyncio.Task[Any], seconds: float) -> _Deadline:
+        loop = asyncio.get_running_loop()
+        deadline = self._running[task] = _Deadline(loop.time() + seconds, task.cancelling())
+        if self._timer is None:
+            self._timer = loop.call_later(TICK, self._sweep)
+        return deadline
+
+    def remove(self, task: asyncio.Task[Any]) -> None:
+        del self._running[task]
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for task, deadline in self._running.items():
+            if deadline.at <= now and not deadline.expired:
+                deadline.expired = True
+                task.cancel()  # raised where the task awaits inside the exchange
+        self._timer = loop.call_later(TICK, self._sweep) if self._running else None
 
 
 def _describe(url: str) -> _Endpoint:

@@ -189,6 +189,35 @@ async def test_no_answer_within_the_time_left_is_a_timeout(serve: Callable[..., 
     assert ep.connections == 2, "the connection of the unanswered request is dropped"
 
 
+async def test_many_exchanges_time_out_each_by_its_own_deadline(serve: Callable[..., Awaitable[Endpoint]],
+                                                                 client: sender.PushClient) -> None:
+    ep = await serve(lambda _: None)
+    url = f"http://127.0.0.1:{ep.port}/"
+    loop = asyncio.get_running_loop()
+
+    async def timed(seconds: float) -> tuple[sender.Outcome, float]:
+        started = loop.time()
+        outcome = await client.post(url, JSON, seconds, None)
+        return outcome, loop.time() - started
+
+    results = await asyncio.gather(*(timed(s) for s in (0.2, 0.2, 0.6, 0.6)))
+    assert [o for o, _ in results] == [sender.Outcome(False, "timeout")] * 4
+    late = sender.TICK + 0.1  # the deadlines are checked every TICK; some slack for a busy machine
+    for (_, took), seconds in zip(results, (0.2, 0.2, 0.6, 0.6), strict=True):
+        assert seconds <= took < seconds + late, results
+
+
+async def test_cancelling_a_push_from_outside_is_not_a_timeout(serve: Callable[..., Awaitable[Endpoint]],
+                                                               client: sender.PushClient) -> None:
+    ep = await serve(lambda _: None)
+    push = asyncio.create_task(client.post(f"http://127.0.0.1:{ep.port}/", JSON, 0.2, None))
+    await asyncio.sleep(0.1)
+    push.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await push
+    await asyncio.sleep(0.3)  # past the deadline: nothing is left to expire
+
+
 async def test_connection_errors_are_failures(client: sender.PushClient) -> None:
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
