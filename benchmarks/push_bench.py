@@ -7,10 +7,12 @@ endpoint, and the time until every message was acknowledged by the endpoint is m
 - "acks at once": the endpoint answers 200 to everything.
 - "fails 20%": the endpoint answers 500 to a random fifth of the requests; the ratio of requests
   to messages shows what the retries cost (1.25 would be the ideal).
-- "bare aiohttp client": no gateway, no Kafka: one process POSTs push-shaped bodies of the same
-  size to the same endpoint with as many requests in flight as the gateway's default connection
-  pool (50) over one aiohttp ClientSession, on uvloop as the gateway. It is the ceiling of the
-  HTTP stack on this machine; `x_bare` = a case's rate / this one.
+- "bare push client": no gateway, no Kafka: one process POSTs push-shaped bodies of the same
+  size to the same endpoint with the gateway's own HTTP client (gateway.push.sender) and as many
+  requests in flight as its default connection pool (50), on uvloop as the gateway. It is the
+  ceiling of the HTTP stack on this machine; `x_bare` = a case's rate / this one.
+- "bare aiohttp ClientSession": the same through `aiohttp.ClientSession.post`, for reference
+  (what the gateway's sender used before it wrote requests on aiohttp's connections itself).
 
 The endpoint runs in this process (a thread with its own event loop), the gateway in a
 subprocess, on the embedded broker unless one is named.
@@ -134,39 +136,58 @@ def fill(bootstrap: str, topic: str, count: int) -> None:
     producer.flush(60)
 
 
-def _bare_client(url: str, count: int) -> None:
-    """POST `count` push-shaped bodies (unique message ids) with BARE_IN_FLIGHT in flight (a
-    spawned process)."""
+def _bare_client(url: str, count: int, client: str) -> None:
+    """POST `count` push-shaped bodies (unique message ids) with BARE_IN_FLIGHT in flight, by
+    `client` ("push" or "session"); a spawned process."""
     import aiohttp
 
+    from gateway.push.body import PushRequest
+    from gateway.push.sender import PushClient
+
     data = base64.b64encode(os.urandom(256)).decode()
+    headers = {"content-type": "application/json"}
+
+    def body(i: int) -> bytes:
+        message = {"data": data, "messageId": f"bare-{i}", "attributes": {}}
+        return json.dumps({"message": message, "subscription": f"{PROJECT}/subscriptions/bare"},
+                          separators=(",", ":")).encode()
 
     async def run() -> None:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=BARE_IN_FLIGHT)) as http:
-            ids = iter(range(count))
+        ids = iter(range(count))
+        if client == "push":
+            http = PushClient(BARE_IN_FLIGHT)
 
             async def worker() -> None:
                 for i in ids:
-                    message = {"data": data, "messageId": f"bare-{i}", "attributes": {}}
-                    body = json.dumps({"message": message, "subscription": f"{PROJECT}/subscriptions/bare"},
-                                      separators=(",", ":"))
-                    async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as r:
-                        await r.read()
+                    await http.post(url, PushRequest(body(i), headers), 60, None)
+        else:
+            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=BARE_IN_FLIGHT))
 
+            async def worker() -> None:
+                for i in ids:
+                    async with session.post(url, data=body(i), headers=headers) as r:
+                        await r.read()
+        try:
             await asyncio.gather(*(worker() for _ in range(BARE_IN_FLIGHT)))
+        finally:
+            await (http.close() if client == "push" else session.close())
 
     uvloop.run(run())
 
 
-def run_bare(endpoint: Endpoint, count: int, timeout: float) -> dict[str, Any]:
+BARE_CLIENTS = {"push": "bare push client", "session": "bare aiohttp ClientSession"}
+
+
+def run_bare(endpoint: Endpoint, count: int, timeout: float, client: str) -> dict[str, Any]:
     endpoint.reset(count, 0.0)
-    proc = multiprocessing.get_context("spawn").Process(target=_bare_client, args=(endpoint.url, count))
+    spawn = multiprocessing.get_context("spawn")
+    proc = spawn.Process(target=_bare_client, args=(endpoint.url, count, client))
     proc.start()
     finished = endpoint.done.wait(timeout)
     proc.join(30)
     seconds = (endpoint.done_at if finished else time.monotonic()) - endpoint.first_at
     acked = len(endpoint.acked)
-    return {"case": "bare aiohttp client", "messages": count, "acknowledged": acked, "finished": finished,
+    return {"case": BARE_CLIENTS[client], "messages": count, "acknowledged": acked, "finished": finished,
             "push_seconds": round(seconds, 2), "msgs_per_s": round(acked / max(seconds, 1e-6)),
             "requests": endpoint.requests,
             "requests_per_message": round(endpoint.requests / max(acked, 1), 3)}
@@ -253,9 +274,11 @@ def bench(address: str, gateway_pid: int, bootstrap: str, endpoint: Endpoint,
     ok["finished"] = all(r["finished"] for r in rounds)
     ok["rounds_msgs_per_s"] = [r["msgs_per_s"] for r in rounds]
     ok["warm_up_msgs_per_s"] = warm_up
-    rows = [ok, case("fail", count, 0.2), run_bare(endpoint, count, timeout)]
-    for row in rows[:2]:
-        row["x_bare"] = round(row["msgs_per_s"] / max(rows[2]["msgs_per_s"], 1), 2)
+    bare = run_bare(endpoint, count, timeout, "push")
+    rows = [ok, case("fail", count, 0.2), bare, run_bare(endpoint, count, timeout, "session")]
+    for row in rows:
+        if row is not bare:
+            row["x_bare"] = round(row["msgs_per_s"] / max(bare["msgs_per_s"], 1), 2)
     return rows
 
 

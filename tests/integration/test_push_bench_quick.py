@@ -27,7 +27,7 @@ def test_push_bench_quick_delivers_every_message(kafka_bootstrap: str, tmp_path:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     rows = {r["case"]: r for r in json.loads(out.read_text())["rows"]}
-    assert set(rows) == {"acks at once", "fails 20%", "bare aiohttp client"}
+    assert set(rows) == {"acks at once", "fails 20%", "bare push client", "bare aiohttp ClientSession"}
     for row in rows.values():
         assert row["finished"] and row["acknowledged"] == row["messages"] == 2000, row
         assert row["msgs_per_s"] > 0, row
@@ -36,4 +36,6 @@ def test_push_bench_quick_delivers_every_message(kafka_bootstrap: str, tmp_path:
     assert 6 <= len(rows["acks at once"]["warm_up_msgs_per_s"]) <= 10
     for case in ("acks at once", "fails 20%"):
         assert rows[case]["gateway_cpu_us_per_msg"] > 0, rows[case]
+    for case in ("acks at once", "fails 20%", "bare aiohttp ClientSession"):
+        assert rows[case]["x_bare"] == round(rows[case]["msgs_per_s"] / rows["bare push client"]["msgs_per_s"], 2)
     assert rows["fails 20%"]["requests_per_message"] > 1.0

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import ssl
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -235,7 +238,41 @@ async def test_tls_certificates_are_verified(serve: Callable[..., Awaitable[Endp
     assert ep.requests == []
 
 
+async def test_https_to_an_endpoint_whose_certificate_is_trusted(serve: Callable[..., Awaitable[Endpoint]],
+                                                                 tmp_path: Path) -> None:
+    """A private CA is trusted by SSL_CERT_FILE in the gateway's environment (docs/push.md); a
+    child process, since aiohttp reads the trust store once, when it is imported."""
+    context, cert_pem = _self_signed()
+    ep = await serve(lambda _: reply(204), tls=context)
+    (tmp_path / "ca.pem").write_bytes(cert_pem)
+    script = (
+        "import asyncio, sys\n"
+        "from gateway.push.body import PushRequest\n"
+        "from gateway.push.sender import PushClient\n"
+        "async def main():\n"
+        "    http = PushClient(2)\n"
+        "    outcomes = [await http.post(sys.argv[1], PushRequest(b'x', {}), 5, None) for _ in range(3)]\n"
+        "    await http.close()\n"
+        "    print(outcomes)\n"
+        "asyncio.run(main())\n"
+    )
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, f"https://localhost:{ep.port}/tls", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, "SSL_CERT_FILE": str(tmp_path / "ca.pem")},
+        cwd=Path(__file__).parents[2])
+    out, err = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode == 0, err.decode()[-2000:]
+    assert out.decode().strip() == "[" + ", ".join(["Outcome(ok=True, detail='HTTP 204')"] * 3) + "]"
+    assert [line for line, _, _ in ep.requests] == ["POST /tls HTTP/1.1"] * 3
+    assert ep.connections == 1, "TLS connections are kept alive too"
+
+
 def _self_signed_context() -> ssl.SSLContext:
+    return _self_signed()[0]
+
+
+def _self_signed() -> tuple[ssl.SSLContext, bytes]:
+    """A server context for `localhost` and its certificate (PEM)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
@@ -244,13 +281,12 @@ def _self_signed_context() -> ssl.SSLContext:
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
             .sign(key, hashes.SHA256()))
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     with tempfile.TemporaryDirectory() as folder:
-        cert_file, key_file = f"{folder}/cert.pem", f"{folder}/key.pem"
-        with open(cert_file, "wb") as f:
-            f.write(cert.public_bytes(serialization.Encoding.PEM))
-        with open(key_file, "wb") as f:
-            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
+        cert_file, key_file = Path(folder) / "cert.pem", Path(folder) / "key.pem"
+        cert_file.write_bytes(cert_pem)
+        key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                               serialization.NoEncryption()))
         context.load_cert_chain(cert_file, key_file)
-    return context
+    return context, cert_pem
