@@ -29,8 +29,9 @@ PUBLISH_TIME_HEADER = "x-goog-pubsub-publish-time"
 ORDERING_KEY_HEADER = "x-goog-pubsub-ordering-key"
 # Attributes never written as headers: they would change how the request is read or routed.
 _RESERVED = frozenset({
-    "authorization", "connection", "content-encoding", "content-length", "content-type", "host",
-    "keep-alive", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade",
+    "authorization", "connection", "content-encoding", "content-length", "content-type", "expect",
+    "host", "keep-alive", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade",
+    "user-agent",
 })
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP header name (RFC 9110 token)
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")

@@ -60,7 +60,8 @@ def test_no_wrapper_sends_the_data_and_optionally_metadata_headers() -> None:
 
 def test_attributes_that_cannot_be_headers_are_left_out() -> None:
     attrs = {"bad key": "x", "Authorization": "Bearer evil", "content-type": "text/html",
-             "x-goog-pubsub-message-id": "forged", "newline": "a\r\nb", "ok": "v\tw", "é": "x"}
+             "x-goog-pubsub-message-id": "forged", "newline": "a\r\nb", "ok": "v\tw", "é": "x",
+             "User-Agent": "other", "Expect": "100-continue", "HOST": "elsewhere.test"}
     headers = body.metadata_headers(SUB, MessageView(b"", attrs, "", "5", 0))
     assert headers["x-goog-pubsub-message-id"] == "5"
     assert {k for k in headers if not k.startswith("x-goog-pubsub")} == {"ok"}
