@@ -29,6 +29,7 @@ from gateway.push.body import SUCCESS_STATUSES, PushRequest
 USER_AGENT = "pubsub-kafka-gateway-push"
 KEEP_BODY = 64 * 1024  # a response body is read (so the connection is kept) up to this size
 PROCESSING = 102  # an interim status, yet a success for Pub/Sub: the final response is not awaited
+SWITCHING_PROTOCOLS = 101  # not HTTP any more: a failure
 MIN_TIMEOUT = 0.05
 TICK = 0.05  # how often deadlines are checked: a timeout fires up to this late
 MAX_ENDPOINTS = 1024  # endpoints whose request head is kept; forgotten all at once past this
@@ -102,13 +103,12 @@ class PushClient:
                 raise aiohttp.ServerDisconnectedError()
             protocol.set_response_params(auto_decompress=False)
             transport.write(data)
-            while True:
-                message, payload = await protocol.read()
-                status: int = message.code
-                if status == PROCESSING or not 100 <= status < 200 or status == 101:
-                    break  # other interim responses (100 Continue, 103 Early Hints) precede the final one
-            if status == PROCESSING:
-                return status
+            status = 100
+            while status < 200 and status not in (PROCESSING, SWITCHING_PROTOCOLS):
+                message, payload = await protocol.read()  # 100 Continue, 103 Early Hints: read on
+                status = message.code
+            if status < 200:
+                return status  # 102 acks and 101 fails without a body; the connection is not reused
             received = 0
             while not payload.is_eof() and received <= KEEP_BODY:
                 received += len(await payload.readany())

@@ -160,6 +160,15 @@ async def test_other_interim_statuses_precede_the_final_one(serve: Callable[...,
     assert await client.post(f"http://127.0.0.1:{ep.port}/", JSON, 5, None) == sender.Outcome(False, "HTTP 500")
 
 
+async def test_101_is_a_failure_at_once(serve: Callable[..., Awaitable[Endpoint]],
+                                        client: sender.PushClient) -> None:
+    ep = await serve(lambda _: b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    assert await client.post(f"http://127.0.0.1:{ep.port}/", JSON, 5, None) == sender.Outcome(False, "HTTP 101")
+    assert loop.time() - started < 2, "not held until the deadline"
+
+
 async def test_a_large_answer_is_not_read_whole_and_its_connection_closes(
         serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient) -> None:
     big = b"x" * (sender.KEEP_BODY * 4)
