@@ -154,23 +154,25 @@ def _bare_client(url: str, count: int, client: str) -> None:
 
     async def run() -> None:
         ids = iter(range(count))
-        if client == "push":
-            http = PushClient(BARE_IN_FLIGHT)
+        http = PushClient(BARE_IN_FLIGHT)
+        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=BARE_IN_FLIGHT))
 
-            async def worker() -> None:
-                for i in ids:
-                    await http.post(url, PushRequest(body(i), headers), 60, None)
-        else:
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=BARE_IN_FLIGHT))
+        async def send(i: int) -> None:
+            if client == "push":
+                await http.post(url, PushRequest(body(i), headers), 60, None)
+                return
+            async with session.post(url, data=body(i), headers=headers) as r:
+                await r.read()
 
-            async def worker() -> None:
-                for i in ids:
-                    async with session.post(url, data=body(i), headers=headers) as r:
-                        await r.read()
+        async def worker() -> None:
+            for i in ids:
+                await send(i)
+
         try:
             await asyncio.gather(*(worker() for _ in range(BARE_IN_FLIGHT)))
         finally:
-            await (http.close() if client == "push" else session.close())
+            await http.close()
+            await session.close()
 
     uvloop.run(run())
 
