@@ -77,6 +77,12 @@ class FailedPrecondition(GatewayError):
     code = Code.FAILED_PRECONDITION
 
 
+class PermissionDenied(GatewayError):
+    """Kafka's authorizer refused the gateway's own principal something it needs."""
+
+    code = Code.PERMISSION_DENIED
+
+
 class Unavailable(GatewayError):
     """Transient: Kafka unreachable, a write not confirmed in time. Clients retry."""
 

@@ -17,7 +17,7 @@ from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
 from gateway.kafka.admin import Admin, check_connection
-from gateway.kafka.local import LocalKafka
+from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
 from gateway.push.manager import PushManager
 from gateway.settings import Settings
@@ -42,7 +42,8 @@ class Gateway:
         s = self.settings
         stack = self._stack
         if not s.kafka_bootstrap:
-            kafka = LocalKafka(data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb)
+            kafka = LocalKafka(data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb,
+                               profile=DEV)
             self.bootstrap = await asyncio.to_thread(kafka.start)
             stack.callback(kafka.stop)
             log.info("embedded Kafka at %s (log: %s)", self.bootstrap, kafka.log_file)

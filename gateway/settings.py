@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
+
 ENV_PREFIX = "PUBSUB_GATEWAY_"
 _SECRET_WORDS = ("password", "secret", "token", "key")
 
@@ -77,6 +79,10 @@ class Settings:
             )
         if self.stream_max_seconds < 1:
             raise SettingsError("--stream-max-seconds must be at least 1")
+        for key in FORCED_KAFKA_CONFIG:
+            if key in self.kafka_config:
+                raise SettingsError(f"--kafka-config {key} cannot be set: the gateway creates every "
+                                    "topic explicitly, and never lets a client create one")
         if self.kafka_heap_mb < 128:
             raise SettingsError("--kafka-heap-mb must be at least 128")
         prefix = self.internal_prefix

@@ -31,6 +31,7 @@ def consumer(conn: KafkaConnection, group: str | None = None) -> Iterator[Any]:
         "bootstrap.servers": conn.bootstrap, "log_level": 0, "enable.auto.commit": False,
         "group.id": group or f"spark-reader-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed",
         "enable.partition.eof": True, "fetch.wait.max.ms": 20, **conn.driver_settings(),
+        "allow.auto.create.topics": False,  # a lookup of a deleted topic must not re-create it
     })
     try:
         yield c

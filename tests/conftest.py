@@ -31,9 +31,11 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         with KafkaContainer().with_kraft() as container:
             yield container.get_bootstrap_server()
         return
-    from gateway.kafka.local import LocalKafka
+    from gateway.kafka.local import STOCK, LocalKafka
 
-    with LocalKafka(data_dir=tmp_path_factory.mktemp("kafka"), heap_mb=512) as kafka:
+    # Kafka's stock settings (topics auto-created on metadata requests, a 3 s initial rebalance
+    # delay, a 6 s minimum session timeout): the gateway meets brokers as users run them.
+    with LocalKafka(data_dir=tmp_path_factory.mktemp("kafka"), heap_mb=512, profile=STOCK) as kafka:
         yield kafka.bootstrap
 
 

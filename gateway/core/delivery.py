@@ -22,7 +22,8 @@ from gateway.core.policies import Policies
 from gateway.core.resources import Resource, ResourceStore
 from gateway.core.runner import LogWriter, SubscriptionRunner, now_ms
 from gateway.core.streams import StreamSession
-from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument
+from gateway.core.subscriptions import log_topic_spec
+from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
 from gateway.leases.commands import Command
@@ -31,6 +32,13 @@ from gateway.translate import ackids, limits, names
 from gateway.translate.records import Record
 
 log = logging.getLogger(__name__)
+
+
+def _require_source(res: Resource) -> None:
+    if res.meta.get("detached"):
+        raise FailedPrecondition(f"Subscription is detached (resource={res.name})")
+    if res.meta.get("topic_deleted"):
+        raise FailedPrecondition(f"The topic of this subscription was deleted (resource={res.name})")
 
 
 class Delivery(NamedTuple):  # a tuple: one per delivered message
@@ -90,8 +98,9 @@ class DeliveryService:
     async def _start_runner(self, res: Resource) -> SubscriptionRunner:
         try:
             old = self._runners.pop(res.name, None)
-            if old is not None:
-                await old.stop()
+            if old is not None:  # of an earlier subscription of that name, whose log is gone
+                await old.stop(discard=True)
+            await self._verify_log(res)
             runner = SubscriptionRunner(
                 name=res.name,
                 kafka_topic=res.meta["kafka_topic"],
@@ -111,6 +120,16 @@ class DeliveryService:
             return runner
         finally:
             self._starting.pop(res.name, None)
+
+    async def _verify_log(self, res: Resource) -> None:
+        """The lease/ack log must still be as it was made (compacted, one partition per
+        partition): checked once per runner, mended where that is safe."""
+        try:
+            await self._admin.verify_topic(log_topic_spec(res.meta))
+        except NotFound as exc:
+            raise FailedPrecondition(
+                f"The lease/ack log {res.meta['log_topic']} of {res.name} is missing from Kafka; "
+                "its acknowledgements are lost. Delete and re-create the subscription.") from exc
 
     def _writer(self, res: Resource) -> LogWriter:
         runner = self._runners.get(res.name)
@@ -134,11 +153,13 @@ class DeliveryService:
         runner = self._runners.get(name)
         if runner is not None and res is not None:
             runner.update_policies(self._policies(res))
-        stale = res is None or res.meta.get("detached") or (
+        stale = res is None or not res.delivers or (
             runner is not None and runner.writer.topic != res.meta["log_topic"])
         if runner is not None and stale:
             self._runners.pop(name, None)
-            task = asyncio.get_running_loop().create_task(runner.stop())
+            # Deleted, or re-created under the same name: the old log is going away.
+            gone = res is None or runner.writer.topic != res.meta["log_topic"]
+            task = asyncio.get_running_loop().create_task(runner.stop(discard=gone))
             task.add_done_callback(_log_failure)
 
     async def _stop_idle_runners(self) -> None:
@@ -156,8 +177,7 @@ class DeliveryService:
     async def pull(self, subscription: str, max_messages: int, wait_seconds: float) -> list[Delivery]:
         limits.max_messages(max_messages)
         res = self._subscription(subscription)
-        if res.meta.get("detached"):
-            raise FailedPrecondition(f"Subscription is detached (resource={subscription})")
+        _require_source(res)
         runner = await self._runner(res)
         runner.touch()
         self._activity.touch(res)
@@ -285,8 +305,7 @@ class DeliveryService:
     async def open_stream(self, subscription: str, deadline_seconds: int, max_messages: int,
                           max_bytes: int) -> StreamSession:
         res = self._subscription(subscription)
-        if res.meta.get("detached"):
-            raise FailedPrecondition(f"Subscription is detached (resource={subscription})")
+        _require_source(res)
         limits.ack_deadline(deadline_seconds, "stream_ack_deadline_seconds")
         if deadline_seconds == 0:
             raise InvalidArgument("stream_ack_deadline_seconds is required in the first request.")

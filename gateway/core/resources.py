@@ -22,7 +22,7 @@ from typing import Any, Literal
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.errors import AlreadyExists, NotFound, Unavailable
 from gateway.kafka import consumer as kafka_consumer
-from gateway.kafka.admin import Admin
+from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,11 @@ class Resource:
 
     def key(self) -> bytes:
         return f"{self.kind}/{self.name}".encode()
+
+    @property
+    def delivers(self) -> bool:
+        """A subscription that may still deliver: not detached, and its topic not deleted."""
+        return not (self.meta.get("detached") or self.meta.get("topic_deleted"))
 
     def encode(self, create: bool) -> bytes:
         return json.dumps({
@@ -79,14 +84,11 @@ class ResourceStore:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        if await self._admin.partitions(self._topic) is None:
-            try:
-                await self._admin.create_topic(self._topic, 1, {
-                    "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1",
-                    "segment.ms": "3600000",
-                })
-            except AlreadyExists:
-                pass
+        # Compacted, or retention would delete the resources in a week; one partition, as
+        # everything is read from partition 0.
+        await self._admin.ensure_topic(TopicSpec(self._topic, 1, {"cleanup.policy": "compact"}, {
+            "min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000",
+        }))
         end = await asyncio.to_thread(kafka_consumer.end_offset, self._config, self._topic, 0)
         self._reader = kafka_consumer.TailReader(self._config, "resources", self._on_messages)
         self._reader.start({(self._topic, 0): 0})

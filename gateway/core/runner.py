@@ -89,6 +89,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._log_reader = kafka_consumer.TailReader(kafka_config, f"log-{name}", self._on_log)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
+        self._discard = False
         self.settle_listeners: set[Callable[[int, list[int]], None]] = set()
         self._seeking: set[int] = set()
 
@@ -100,11 +101,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._tasks.append(asyncio.create_task(self._checkpoint_loop(), name=f"checkpoint {self.name}"))
         self._tasks.append(asyncio.create_task(self._dead_letter_loop(), name=f"dead letters {self.name}"))
 
-    async def stop(self) -> None:
-        """Leave the group (final checkpoints are written on revoke). Idempotent."""
+    async def stop(self, discard: bool = False) -> None:
+        """Leave the group; final checkpoints are written on revoke unless `discard` says the
+        subscription is gone, and with it every reason to write. Idempotent."""
         if self._stopped:
             return
         self._stopped = True
+        self._discard = discard
         self.ready.set()  # wake streams waiting on us: they end and their clients reconnect
         for task in self._tasks:
             task.cancel()
@@ -172,7 +175,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             state = self.states.pop(p, None)
             folded = self._folded.pop(p, set())
             log_applied = self._log_applied.pop(p, -1)
-            if state is None:
+            if state is None or self._discard:
                 continue
             final[p] = state.watermark
             if not lost:

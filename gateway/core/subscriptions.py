@@ -13,7 +13,7 @@ import logging
 import time
 import urllib.parse
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf import duration_pb2
@@ -23,7 +23,7 @@ from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Resource, ResourceStore
 from gateway.errors import AlreadyExists, InvalidArgument, NotFound
-from gateway.kafka.admin import Admin
+from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
 from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
@@ -39,12 +39,17 @@ UPDATABLE = {
     "enable_exactly_once_delivery", "bigquery_config", "cloud_storage_config",
     "message_transforms",
 }
-LOG_TOPIC_CONFIG = {
-    "cleanup.policy": "compact",
-    "min.cleanable.dirty.ratio": "0.1",
-    "segment.ms": "600000",
-    "max.message.bytes": str(16 * 1024 * 1024),
-}
+
+
+def log_topic_spec(meta: Mapping[str, Any]) -> TopicSpec:
+    """A subscription's lease/ack log: one partition per partition of its Kafka topic;
+    compacted (latest checkpoint per partition, commands until folded); room for a lease of
+    the largest pull."""
+    return TopicSpec(
+        meta["log_topic"], meta["partitions"],
+        required={"cleanup.policy": "compact", "max.message.bytes": str(16 * 1024 * 1024)},
+        config={"min.cleanable.dirty.ratio": "0.1", "segment.ms": "600000"},
+    )
 
 
 def _seconds(d: duration_pb2.Duration) -> float:
@@ -142,7 +147,7 @@ class SubscriptionService:
             "group_id": f"{self._settings.internal_prefix}.{name}.{uid}",
             "created_ms": int(time.time() * 1000),
         }
-        await self._admin.create_topic(meta["log_topic"], partitions, LOG_TOPIC_CONFIG)
+        await self._admin.ensure_topic(log_topic_spec(meta))
         try:
             ends = await self._admin.end_offsets(kafka_topic, partitions)
             await asyncio.gather(*(
@@ -191,12 +196,23 @@ class SubscriptionService:
         await self._store.update(Resource("subscription", name, proto, {**res.meta, "detached": True}))
 
     def _cleanup(self, res: Resource) -> None:
-        """Drop the log topic and the consumer group once every process has let go."""
+        """Drop the log topic and the consumer group once every process has let go.
+
+        Every process drops its runner of a deleted subscription as soon as it reads the
+        deletion (within about a second), writing nothing more; a member that died instead
+        leaves the group within one session timeout. The group is deleted once it is empty."""
         async def run() -> None:
             await self._admin.delete_topic(res.meta["log_topic"])
-            for _ in range(10):
-                await asyncio.sleep(self._settings.session_timeout_ms / 1000)
-                await self._admin.delete_group(res.meta["group_id"])
+            wait, waited = 0.5, 0.0
+            limit = 3 * self._settings.session_timeout_ms / 1000
+            while not await self._admin.delete_group(res.meta["group_id"]):
+                if waited >= limit:
+                    log.warning("consumer group %s of deleted subscription %s still has members "
+                                "after %.0f s; it is left for Kafka to expire",
+                                res.meta["group_id"], res.name, waited)
+                    return
+                await asyncio.sleep(wait)
+                waited, wait = waited + wait, min(wait * 2, 5.0)
         task = asyncio.get_running_loop().create_task(run())
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)

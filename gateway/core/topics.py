@@ -58,13 +58,12 @@ class TopicService:
             partitions = found
         else:
             kafka = names.kafka_topic_for(name)
+            config = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **_retention(topic)}
             existing = await self._admin.partitions(kafka)
             if existing is None:
-                await self._admin.create_topic_retrying(
-                    kafka, partitions, {"max.message.bytes": str(MAX_MESSAGE_BYTES), **_retention(topic)}
-                )
+                await self._admin.create_topic_retrying(kafka, partitions, config)
             else:
-                partitions = existing  # left over from an interrupted create: take it on
+                await self._take_on(name, kafka, existing, partitions, config)
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(topic)
         proto.state = pubsub_pb2.Topic.State.ACTIVE
@@ -76,6 +75,18 @@ class TopicService:
         stored = await self._store.create(res)
         log.info("created topic %s on Kafka topic %s (%d partitions)", name, kafka, partitions)
         return stored.proto
+
+    async def _take_on(self, name: str, kafka: str, found: int, partitions: int,
+                       config: dict[str, str]) -> None:
+        """A Kafka topic of the derived name exists without a Pub/Sub topic: left over from a
+        create interrupted after the Kafka step, it has the partitions and configs we give; any
+        other topic of that name is somebody else's and is not taken silently."""
+        current = await self._admin.topic_config(kafka)
+        if found != partitions or any(current.get(k) != v for k, v in config.items()):
+            raise AlreadyExists(
+                f"Topic {name} needs the Kafka topic {kafka}, which exists already with "
+                f"{found} partitions (not made by this gateway); adopt it with the label "
+                f"{ADOPT_LABEL}: {kafka}, or delete it from Kafka first")
 
     def _partitions(self, labels: Any) -> int:
         raw = labels.get(PARTITIONS_LABEL)
@@ -117,7 +128,9 @@ class TopicService:
                 proto = pubsub_pb2.Subscription()
                 proto.CopyFrom(sub.proto)
                 proto.topic = names.DELETED_TOPIC
-                await self._store.update(Resource("subscription", sub.name, proto, sub.meta))
+                # Its Kafka topic goes too: a topic re-created under the name must never feed it.
+                meta = {**sub.meta, "topic_deleted": True}
+                await self._store.update(Resource("subscription", sub.name, proto, meta))
         await self._store.delete("topic", name)
         if not res.meta.get("adopted"):
             await self._admin.delete_topic(res.meta["kafka_topic"])

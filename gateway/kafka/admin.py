@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import TypeVar
 
 import confluent_kafka
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import AlterConfigOpType as AlterConfigOpType  # type: ignore[attr-defined]
 from confluent_kafka.admin import ConfigEntry as ConfigEntry  # type: ignore[attr-defined]
@@ -22,11 +29,19 @@ from confluent_kafka.admin import NewTopic as NewTopic  # type: ignore[attr-defi
 from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
 from confluent_kafka.admin import ResourceType as ResourceType  # type: ignore[attr-defined]
 
-from gateway.errors import AlreadyExists, FailedPrecondition, NotFound, Unavailable
+from gateway.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
+from gateway.kafka import client_config
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 TIMEOUT = 15.0
+
+
+_DENIED = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.DELEGATION_TOKEN_AUTHORIZATION_FAILED, KafkaError.SASL_AUTHENTICATION_FAILED,
+}
 
 
 def _error(exc: BaseException, what: str) -> Exception:
@@ -37,6 +52,10 @@ def _error(exc: BaseException, what: str) -> Exception:
             return AlreadyExists(f"{what}: the Kafka topic exists already")
         if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC):
             return NotFound(f"{what}: no such Kafka topic")
+        if code == KafkaError.GROUP_ID_NOT_FOUND:
+            return NotFound(f"{what}: no such consumer group")
+        if code in _DENIED:
+            return PermissionDenied(f"{what}: Kafka's authorizer refused: {err.str()}")
         if code in (KafkaError.TOPIC_EXCEPTION, KafkaError.INVALID_CONFIG,
                     KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR,
                     KafkaError.POLICY_VIOLATION):
@@ -54,9 +73,21 @@ async def _await(fut: concurrent.futures.Future[T], what: str) -> T:
         raise _error(exc, what) from exc
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """A topic the gateway needs: `required` configs are verified on an existing topic and set
+    right where wrong; `config` is only given at creation."""
+
+    name: str
+    partitions: int
+    required: Mapping[str, str]
+    config: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
 class Admin:
     def __init__(self, config: Mapping[str, str | int | bool], replication_factor: int = -1) -> None:
-        self._client = AdminClient(dict(config), logger=log)
+        self._config = client_config(config)
+        self._client = AdminClient(self._config, logger=log)
         self._replication = replication_factor
 
     async def create_topic(
@@ -101,18 +132,62 @@ class Admin:
             pass
 
     async def partitions(self, name: str) -> int | None:
-        """The topic's partition count, or None when it does not exist."""
-        def fetch() -> int | None:
-            md = self._client.list_topics(topic=name, timeout=TIMEOUT)
-            topic = md.topics.get(name)
-            if topic is None or topic.error is not None:
-                return None
-            return len(topic.partitions)
+        """The topic's partition count, or None when it does not exist.
 
+        A DescribeTopics request: asynchronous (no thread), and never creating the topic."""
+        futures = self._client.describe_topics(TopicCollection([name]), request_timeout=TIMEOUT)
         try:
-            return await asyncio.to_thread(fetch)
-        except KafkaException as exc:
-            raise _error(exc, f"describing Kafka topic {name}") from exc
+            desc = await _await(futures[name], f"describing Kafka topic {name}")
+        except NotFound:
+            return None
+        return len(desc.partitions)
+
+    async def topic_config(self, name: str) -> dict[str, str]:
+        """The topic's effective configs (its own, else the broker's defaults)."""
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        futures = self._client.describe_configs([resource], request_timeout=TIMEOUT)
+        entries = await _await(futures[resource], f"reading the configs of Kafka topic {name}")
+        return {key: entry.value for key, entry in entries.items() if entry.value is not None}
+
+    async def ensure_topic(self, spec: TopicSpec) -> None:
+        """Create the topic as `spec` says, or verify the existing one (see `verify_topic`)."""
+        try:
+            await self.create_topic(spec.name, spec.partitions, {**spec.config, **spec.required})
+            log.info("created Kafka topic %s (%d partitions)", spec.name, spec.partitions)
+            return
+        except AlreadyExists:
+            pass
+        await self.verify_topic(spec)
+
+    async def verify_topic(self, spec: TopicSpec) -> None:
+        """Check an existing topic the gateway relies on. A wrong required config is set right
+        (logged) where Kafka lets us; what cannot be mended raises FailedPrecondition naming the
+        topic, what is wrong and the command that mends it."""
+        partitions = await self.partitions(spec.name)
+        if partitions is None:
+            raise NotFound(f"Kafka topic {spec.name} does not exist")
+        if partitions != spec.partitions:
+            raise FailedPrecondition(
+                f"Kafka topic {spec.name} has {partitions} partitions where the gateway needs "
+                f"{spec.partitions}; it was not created by the gateway (was it auto-created?). "
+                f"Delete it (kafka-topics.sh --delete --topic {spec.name}) if it holds nothing "
+                "you need, and the gateway creates it anew")
+        current = await self.topic_config(spec.name)
+        wrong = {k: v for k, v in spec.required.items() if current.get(k) != v}
+        if not wrong:
+            return
+        was = ", ".join(f"{k}={current.get(k)}" for k in wrong)
+        try:
+            await self.set_topic_config(spec.name, wrong)
+        except (FailedPrecondition, PermissionDenied, Unavailable) as exc:
+            configs = ",".join(f"{k}={v}" for k, v in wrong.items())
+            raise FailedPrecondition(
+                f"Kafka topic {spec.name} has {was}, and the gateway could not change that "
+                f"({exc.message}). Mend it with: kafka-configs.sh --bootstrap-server BROKER "
+                f"--alter --entity-type topics --entity-name {spec.name} --add-config {configs}"
+            ) from exc
+        log.warning("Kafka topic %s had %s; set %s", spec.name, was,
+                    ", ".join(f"{k}={v}" for k, v in wrong.items()))
 
     async def end_offsets(self, name: str, partitions: int) -> dict[int, int]:
         return await self._list_offsets(name, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
@@ -124,21 +199,36 @@ class Admin:
         return {p: (o if o >= 0 else ends[p]) for p, o in found.items()}
 
     async def _list_offsets(self, name: str, partitions: int, spec: OffsetSpec) -> dict[int, int]:
-        """Offsets per partition; a topic created a moment ago may still be electing leaders."""
+        """Offsets per partition; a topic created a moment ago may still be electing leaders.
+
+        librdkafka answers from the leaders it has cached; after a topic was deleted and made
+        anew under the same name, the long-lived client kept answering "No leaders found" for
+        minutes. A retry therefore asks through a client of its own, with no cache to trust."""
         request = {TopicPartition(name, p): spec for p in range(partitions)}
-        deadline = asyncio.get_running_loop().time() + TIMEOUT
-        while True:
-            try:
-                futures = self._client.list_offsets(request, request_timeout=TIMEOUT)
-                out: dict[int, int] = {}
-                for tp, fut in futures.items():
-                    info = await _await(fut, f"reading offsets of {name}")
-                    out[tp.partition] = info.offset
-                return out
-            except Unavailable:
-                if asyncio.get_running_loop().time() > deadline:
-                    raise
-                await asyncio.sleep(0.2)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + TIMEOUT
+        client, fresh = self._client, None
+        try:
+            while True:
+                try:
+                    futures = client.list_offsets(request, request_timeout=TIMEOUT)
+                    out: dict[int, int] = {}
+                    for tp, fut in futures.items():
+                        info = await _await(fut, f"reading offsets of {name}")
+                        out[tp.partition] = info.offset
+                    return out
+                except Unavailable:
+                    if loop.time() > deadline:
+                        raise
+                    await asyncio.sleep(0.2)
+                    if fresh is None:
+                        fresh = await asyncio.to_thread(AdminClient, self._config, logger=log)
+                        client = fresh
+        finally:
+            if fresh is not None:  # the last reference goes in a thread: destroying may block
+                box = [fresh]
+                del client, fresh
+                await asyncio.to_thread(box.clear)
 
     async def commit_group_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         tps = [TopicPartition(topic, p, o) for p, o in offsets.items()]
@@ -155,18 +245,23 @@ class Admin:
             for tp in (member.assignment.topic_partitions if member.assignment else [])
         }
 
-    async def delete_group(self, group: str) -> None:
-        """Delete a consumer group; a group that is gone or still has members is left alone."""
+    async def delete_group(self, group: str) -> bool:
+        """Delete a consumer group. True when it is gone (deleted now, or never there); False
+        while it still has members or Kafka cannot answer."""
         futures = self._client.delete_consumer_groups([group], request_timeout=TIMEOUT)
         try:
             await _await(futures[group], f"deleting consumer group {group}")
-        except (Unavailable, NotFound, FailedPrecondition) as exc:
-            log.info("consumer group %s not deleted now: %s", group, exc)
+        except NotFound:
+            return True
+        except (Unavailable, FailedPrecondition) as exc:
+            log.debug("consumer group %s not deleted yet: %s", group, exc)
+            return False
+        return True
 
 
 def check_connection(config: Mapping[str, str | int | bool], timeout: float = 10.0) -> None:
     """Fail fast, with a clear message, when the cluster cannot be reached (blocking)."""
     try:
-        confluent_kafka.admin.AdminClient(dict(config)).list_topics(timeout=timeout)
+        confluent_kafka.admin.AdminClient(client_config(config)).list_topics(timeout=timeout)
     except KafkaException as exc:
         raise Unavailable(f"cannot reach Kafka at {config.get('bootstrap.servers')}: {exc}") from exc

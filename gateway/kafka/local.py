@@ -1,7 +1,16 @@
-"""Run a real single-node Apache Kafka broker (KRaft, combined mode) as a child JVM.
+"""Run a real Apache Kafka cluster (KRaft, combined broker+controller nodes) as child JVMs.
 
-The broker jars come from Maven Central via ``broker-pom.xml`` and are cached under
-:func:`default_cache_dir`; only the first resolution needs ``mvn`` and the network.
+One node by default; ``nodes=3`` starts three on loopback, each a voter of the controller quorum,
+for tests that kill one. The broker jars come from Maven Central (see ``brokerjars.py``) and are
+cached; only the first resolution needs ``mvn`` and the network.
+
+Two sets of settings:
+- ``STOCK``: Kafka's defaults, changed only where a cluster of that size cannot run without it
+  (the replication of Kafka's own topics), as Kafka's own ``config/server.properties`` does. The
+  test suite runs this, so that the gateway meets brokers as users run them: topics auto-created
+  on metadata requests, a 3 s initial rebalance delay, a 6 s minimum session timeout.
+- ``DEV``: what ``pubsub-gateway serve`` embeds for ``make run``; each difference from STOCK is
+  justified where it is set.
 
     with LocalKafka() as kafka:
         produce_to(kafka.bootstrap)
@@ -14,11 +23,9 @@ from __future__ import annotations
 import argparse
 import atexit
 import base64
-import contextlib
 import ctypes
 import ctypes.util
-import fcntl
-import hashlib
+import dataclasses
 import logging
 import os
 import re
@@ -31,93 +38,24 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Any, Self
 
+from gateway.kafka.brokerjars import KAFKA_VERSION, default_cache_dir, resolve_broker
+
+__all__ = ["DEV", "KAFKA_VERSION", "STOCK", "LocalKafka", "default_cache_dir", "resolve_broker"]
 log = logging.getLogger(__name__)
 
-KAFKA_VERSION = "4.3.1"
-"""Must match ``kafka.version`` in broker-pom.xml."""
-
-_HERE = Path(__file__).resolve().parent
-_POM = _HERE / "broker-pom.xml"
-_LOG4J_CONFIG = _HERE / "broker-log4j2.properties"
-_MARKER = "resolved.ok"
-_MVN_TIMEOUT = 900.0
+_LOG4J_CONFIG = Path(__file__).resolve().parent / "broker-log4j2.properties"
 _FORMAT_TIMEOUT = 120.0
 _LOG_TAIL_BYTES = 6000
-_NODE_ID = 1
 _PR_SET_PDEATHSIG = 1
 _TMP_PREFIX = "local-kafka-"
-
-
-# --------------------------------------------------------------------------- cache / resolution
-
-
-def default_cache_dir() -> Path:
-    """``$PUBSUB_GATEWAY_CACHE`` or ``~/.cache/pubsub-gateway``."""
-    env = os.environ.get("PUBSUB_GATEWAY_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "pubsub-gateway"
-
-
-def _pom_digest() -> str:
-    return hashlib.sha256(_POM.read_bytes()).hexdigest()
-
-
-def _is_resolved(home: Path) -> bool:
-    marker = home / _MARKER
-    try:
-        return marker.read_text().strip() == _pom_digest() and any((home / "libs").glob("*.jar"))
-    except OSError:
-        return False
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """Exclusive advisory lock, so concurrent processes resolve only once."""
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def resolve_broker(cache_dir: Path) -> Path:
-    """Return the directory holding the broker jars; runs ``mvn`` only if not cached yet."""
-    home = cache_dir / f"kafka-{KAFKA_VERSION}"
-    if _is_resolved(home):
-        return home / "libs"
-    home.mkdir(parents=True, exist_ok=True)
-    with _file_lock(home / ".lock"):
-        if not _is_resolved(home):
-            _download(home)
-    return home / "libs"
-
-
-def _download(home: Path) -> None:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise RuntimeError("Apache Maven ('mvn') is needed once to fetch the Kafka broker jars")
-    staging = home / "libs.partial"
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copyfile(_POM, home / "pom.xml")  # mvn may write next to the pom; keep the package clean
-    cmd = [mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-           f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
-    log.info("resolving Apache Kafka %s from Maven Central into %s", KAFKA_VERSION, home)
-    started = time.monotonic()
-    result = subprocess.run(cmd, cwd=home, capture_output=True, text=True,
-                            timeout=_MVN_TIMEOUT, check=False)
-    if result.returncode != 0:
-        tail = (result.stdout + result.stderr)[-_LOG_TAIL_BYTES:]
-        raise RuntimeError(f"mvn failed to resolve Kafka {KAFKA_VERSION} (exit {result.returncode}):\n{tail}")
-    shutil.rmtree(home / "libs", ignore_errors=True)
-    staging.rename(home / "libs")
-    (home / _MARKER).write_text(_pom_digest() + "\n")
-    log.info("resolved Kafka %s in %.1fs", KAFKA_VERSION, time.monotonic() - started)
+STOCK = "stock"
+DEV = "dev"
 
 
 # --------------------------------------------------------------------------- process helpers
@@ -238,45 +176,70 @@ def _rss_mb(pid: int) -> float | None:
 # --------------------------------------------------------------------------- broker config
 
 
-def _server_properties(data: Path, broker_port: int, controller_port: int) -> str:
+def profile_settings(profile: str, nodes: int) -> dict[str, str]:
+    """What a cluster of `nodes` nodes sets beyond node identity and listeners."""
+    if profile not in (STOCK, DEV):
+        raise ValueError(f"unknown broker profile {profile!r}")
+    # Kafka's own topics default to 3 replicas (2 in sync), which fewer brokers cannot hold.
+    replicas, isr = str(min(nodes, 3)), str(min(nodes, 2))
     settings = {
-        "process.roles": "broker,controller",
-        "node.id": str(_NODE_ID),
-        "controller.quorum.voters": f"{_NODE_ID}@127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "log.dirs": str(data / "kraft-logs"),
-        "num.partitions": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
-        "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "10",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "transaction.state.log.num.partitions": "4",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        "share.coordinator.state.topic.num.partitions": "4",
-        "group.initial.rebalance.delay.ms": "0",
-        "group.min.session.timeout.ms": "1000",
-        "auto.create.topics.enable": "false",
-        "delete.topic.enable": "true",
-        "log.cleaner.enable": "true",
-        "log.cleaner.threads": "1",
-        "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),  # default 128 MiB is on-heap
-        "num.network.threads": "2",
-        "num.io.threads": "4",
-        "background.threads": "4",
-        "num.recovery.threads.per.data.dir": "1",
-        "num.replica.fetchers": "1",
+        "offsets.topic.replication.factor": replicas,
+        "transaction.state.log.replication.factor": replicas,
+        "transaction.state.log.min.isr": isr,
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": isr,
     }
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
+    if profile == DEV:
+        settings.update({
+            # One gateway on a laptop: waiting 3 s for more group members to join only delays
+            # the first pull of every new subscription.
+            "group.initial.rebalance.delay.ms": "0",
+            # 50 partitions each are for clusters with many groups and producers; 10 and 4 start
+            # in half the time and keep ~90 fewer files open.
+            "offsets.topic.num.partitions": "10",
+            "transaction.state.log.num.partitions": "4",
+            "share.coordinator.state.topic.num.partitions": "4",
+            # The log cleaner's buffer lives on the heap: 128 MiB of a 384 MiB heap is too much.
+            "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+        })
+    return settings
 
 
-# --------------------------------------------------------------------------- the broker
+@dataclasses.dataclass
+class _Node:
+    node_id: int
+    data: Path
+    broker_port: int
+    controller_port: int
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    log_fh: IO[bytes] | None = None
+    log_start: int = 0
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    def properties(self, voters: str, settings: Mapping[str, str]) -> str:
+        lines = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": f"PLAINTEXT://{self.address},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{self.address}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": str(self.data / "kraft-logs"),
+            **settings,
+        }
+        return "".join(f"{key}={value}\n" for key, value in lines.items())
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+# --------------------------------------------------------------------------- the cluster
 
 
 _running: set[LocalKafka] = set()  # strong refs: an unreferenced broker is still stopped at exit
@@ -289,52 +252,65 @@ def _stop_all() -> None:
 
 
 class LocalKafka:
-    """A single-node Kafka broker+controller JVM bound to 127.0.0.1.
+    """Kafka nodes (each broker and controller) as JVMs bound to 127.0.0.1.
 
     ``data_dir=None`` uses a fresh temporary directory removed by :meth:`stop`; a given
-    ``data_dir`` is formatted once and reused, so topics and offsets survive restarts.
-    ``port=0`` picks a free port for the client listener. The broker's output goes to
-    ``log_file`` (default ``<data dir>/broker.log``), never to the terminal.
+    ``data_dir`` is formatted once and reused, so topics and offsets survive restarts (one node
+    keeps its data right in it; several keep theirs in ``node-N/``). ``port=0`` picks free ports.
+    ``settings`` override the profile's. Each node's output goes to its ``broker.log`` (one node:
+    ``log_file`` if given), never to the terminal.
     """
 
     def __init__(self, *, cache_dir: Path | None = None, data_dir: Path | None = None,
-                 port: int = 0, heap_mb: int = 384, log_file: Path | None = None) -> None:
+                 port: int = 0, heap_mb: int = 384, log_file: Path | None = None,
+                 nodes: int = 1, profile: str = STOCK, settings: Mapping[str, str] | None = None,
+                 version: str = KAFKA_VERSION) -> None:
+        if nodes < 1 or (port and nodes > 1):
+            raise ValueError("nodes must be >= 1, and a fixed port is for one node only")
         self._cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
         self._data_dir = data_dir
         self._port = port
         self._heap_mb = heap_mb
         self._log_file = log_file
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_fh: IO[bytes] | None = None
+        self._count = nodes
+        self.version = version
+        self.settings = {**profile_settings(profile, nodes), **(settings or {})}
+        self._nodes: list[_Node] = []
         self._tmp: Path | None = None
-        self._bootstrap: str | None = None
-        self._log_path: Path | None = None
-        self._log_start = 0
+        self._libs: Path | None = None
 
     # ----------------------------------------------------------------- public API
 
     @property
     def bootstrap(self) -> str:
-        """``127.0.0.1:PORT`` of the running broker."""
-        if self._bootstrap is None:
+        """``127.0.0.1:PORT`` of each node, comma-separated."""
+        if not self._nodes or not any(n.alive() for n in self._nodes):
             raise RuntimeError("LocalKafka is not running")
-        return self._bootstrap
+        return ",".join(n.address for n in self._nodes)
 
     @property
     def pid(self) -> int | None:
-        """PID of the broker JVM while it runs."""
-        return self._proc.pid if self._proc is not None else None
+        """PID of the first node's JVM while it runs."""
+        node = self._nodes[0] if self._nodes else None
+        return node.proc.pid if node is not None and node.proc is not None else None
 
     @property
     def running(self) -> bool:
-        """True while the broker JVM is alive."""
-        return self._proc is not None and self._proc.poll() is None
+        """True while every node's JVM is alive."""
+        return bool(self._nodes) and all(n.alive() for n in self._nodes)
+
+    def node_ids(self) -> list[int]:
+        return [n.node_id for n in self._nodes]
+
+    def node_pid(self, node_id: int) -> int | None:
+        proc = self._node(node_id).proc
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     @property
     def log_file(self) -> Path:
-        """Where the broker's stdout/stderr go (default ``<data dir>/broker.log``)."""
-        if self._log_path is not None:
-            return self._log_path
+        """Where the (first) node's stdout/stderr go (default ``<data dir>/broker.log``)."""
+        if self._nodes and self._nodes[0].log_path is not None:
+            return self._nodes[0].log_path
         if self._log_file is not None:
             return self._log_file
         if self._data_dir is not None:
@@ -342,36 +318,60 @@ class LocalKafka:
         raise RuntimeError("the broker log of a temporary LocalKafka is only known once started")
 
     def start(self, timeout: float = 180.0) -> str:
-        """Start the broker and wait until it serves requests; return the bootstrap address.
+        """Start every node and wait until all serve requests; return the bootstrap addresses.
 
         ``timeout`` bounds formatting, JVM start-up and readiness; a first-time jar
         download (``mvn``) is bounded separately.
         """
         if self.running:
             return self.bootstrap
-        self.stop()  # reap a broker that died since the last start
-        libs = resolve_broker(self._cache_dir)
+        self.stop()  # reap a node that died since the last start
+        self._libs = resolve_broker(self._cache_dir, self.version)
         deadline = time.monotonic() + timeout
         try:
-            self._launch(libs, deadline)
-            self._wait_ready(deadline)
+            self._nodes = self._plan()
+            cluster_id = _random_cluster_id()
+            for node in self._nodes:
+                self._launch(node, cluster_id, deadline)
+            _running.add(self)
+            self._wait_ready(deadline, len(self._nodes))
         except BaseException:
             self.stop()
             raise
-        rss = _rss_mb(self._proc.pid) if self._proc is not None else None
-        log.info("Kafka %s ready at %s (pid %s, rss %s MiB)", KAFKA_VERSION, self._bootstrap,
-                 self.pid, f"{rss:.0f}" if rss is not None else "?")
+        log.info("Kafka %s ready at %s (%d node(s), first pid %s, rss %s MiB)", self.version,
+                 self.bootstrap, len(self._nodes), self.pid, _rss_text(self.pid))
         return self.bootstrap
 
+    def kill_node(self, node_id: int) -> None:
+        """kill -9 one node: no shutdown code runs, as when a machine dies."""
+        node = self._node(node_id)
+        if node.proc is not None and node.proc.poll() is None:
+            node.proc.kill()
+            node.proc.wait()
+
+    def start_node(self, node_id: int, timeout: float = 120.0) -> None:
+        """Start one stopped or killed node again, on its old ports and data."""
+        node = self._node(node_id)
+        if node.alive():
+            return
+        assert self._libs is not None
+        deadline = time.monotonic() + timeout
+        self._launch(node, None, deadline)
+        self._wait_ready(deadline, len(self._nodes))
+
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the JVM (SIGTERM, then SIGKILL after ``timeout``); safe to call repeatedly."""
-        proc, self._proc, self._bootstrap = self._proc, None, None
+        """Stop every JVM (SIGTERM, then SIGKILL after ``timeout``); safe to call repeatedly."""
+        nodes, self._nodes = self._nodes, []
         _running.discard(self)
-        if proc is not None:
-            _terminate(proc, timeout)
-        if self._log_fh is not None:
-            self._log_fh.close()
-            self._log_fh = None
+        for node in nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.terminate()  # all at once: a controller quorum stops together
+        for node in nodes:
+            if node.proc is not None:
+                _terminate(node.proc, timeout)
+            if node.log_fh is not None:
+                node.log_fh.close()
+                node.log_fh = None
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
@@ -386,6 +386,12 @@ class LocalKafka:
 
     # ----------------------------------------------------------------- internals
 
+    def _node(self, node_id: int) -> _Node:
+        for node in self._nodes:
+            if node.node_id == node_id:
+                return node
+        raise KeyError(f"no node {node_id}")
+
     def _data(self) -> Path:
         if self._data_dir is not None:
             return self._data_dir
@@ -394,47 +400,54 @@ class LocalKafka:
             self._tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
         return self._tmp
 
-    def _launch(self, libs: Path, deadline: float) -> None:
+    def _plan(self) -> list[_Node]:
         data = self._data()
-        data.mkdir(parents=True, exist_ok=True)
-        broker_port, controller_port = self._ports()
-        props = data / "server.properties"
-        props.write_text(_server_properties(data, broker_port, controller_port))
-        self._log_path = self._log_file if self._log_file is not None else data / "broker.log"
-        self._log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log_fh = self._log_path.open("ab")
-        self._log_start = self._log_fh.tell()
-        self._log_fh.write(f"\n==== LocalKafka {KAFKA_VERSION} starting {time.ctime()}\n".encode())
-        self._log_fh.flush()
-        if not (data / "kraft-logs" / "meta.properties").exists():
-            self._format(libs, props, deadline)
-        self._proc = _popen(self._java_cmd(libs, "kafka.Kafka", str(props)),
-                            stdin=subprocess.DEVNULL, stdout=self._log_fh,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-        _running.add(self)
-        self._bootstrap = f"127.0.0.1:{broker_port}"
-        log.debug("Kafka JVM pid %d starting at %s, log %s", self._proc.pid, self._bootstrap, self.log_file)
-
-    def _ports(self) -> tuple[int, int]:
-        free = _free_ports(2)
-        if not self._port:
-            return free[0], free[1]
-        if not _port_free(self._port):
+        if self._port and not _port_free(self._port):
             raise RuntimeError(f"cannot start Kafka: 127.0.0.1:{self._port} is already in use")
-        return self._port, free[0] if free[0] != self._port else free[1]
+        free = [p for p in _free_ports(2 * self._count + 1) if p != self._port]
+        nodes = []
+        for i in range(self._count):
+            home = data if self._count == 1 else data / f"node-{i + 1}"
+            broker = self._port or free[2 * i]
+            nodes.append(_Node(i + 1, home, broker, free[2 * i + 1]))
+        return nodes
 
-    def _java_cmd(self, libs: Path, main_class: str, *args: str) -> list[str]:
+    def _launch(self, node: _Node, cluster_id: str | None, deadline: float) -> None:
+        assert self._libs is not None
+        node.data.mkdir(parents=True, exist_ok=True)
+        voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes)
+        props = node.data / "server.properties"
+        props.write_text(node.properties(voters, self.settings))
+        node.log_path = self._log_file if self._log_file is not None and self._count == 1 \
+            else node.data / "broker.log"
+        node.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if node.log_fh is None:
+            node.log_fh = node.log_path.open("ab")
+        node.log_start = node.log_fh.tell()
+        node.log_fh.write(f"\n==== LocalKafka {self.version} node {node.node_id} starting {time.ctime()}\n"
+                          .encode())
+        node.log_fh.flush()
+        if not (node.data / "kraft-logs" / "meta.properties").exists():
+            self._format(node, props, cluster_id or _random_cluster_id(), deadline)
+        node.proc = _popen(self._java_cmd("kafka.Kafka", str(props)),
+                           stdin=subprocess.DEVNULL, stdout=node.log_fh,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+        log.debug("Kafka node %d pid %d starting at %s, log %s", node.node_id, node.proc.pid,
+                  node.address, node.log_path)
+
+    def _java_cmd(self, main_class: str, *args: str) -> list[str]:
+        assert self._libs is not None
         return [
             _java(), f"-Xmx{self._heap_mb}m", f"-Xms{max(self._heap_mb // 2, 16)}m",
             "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-XX:-UsePerfData",
             "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={_LOG4J_CONFIG}",
-            "-cp", str(libs / "*"), main_class, *args,
+            "-cp", str(self._libs / "*"), main_class, *args,
         ]
 
-    def _format(self, libs: Path, props: Path, deadline: float) -> None:
-        cmd = self._java_cmd(libs, "kafka.tools.StorageTool", "format", "--config", str(props),
-                             "--cluster-id", _random_cluster_id())
-        proc = _popen(cmd, stdin=subprocess.DEVNULL, stdout=self._log_fh, stderr=subprocess.STDOUT)
+    def _format(self, node: _Node, props: Path, cluster_id: str, deadline: float) -> None:
+        cmd = self._java_cmd("kafka.tools.StorageTool", "format", "--config", str(props),
+                             "--cluster-id", cluster_id)
+        proc = _popen(cmd, stdin=subprocess.DEVNULL, stdout=node.log_fh, stderr=subprocess.STDOUT)
         try:
             code = proc.wait(timeout=max(1.0, min(_FORMAT_TIMEOUT, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
@@ -443,23 +456,31 @@ class LocalKafka:
         if code != 0:
             raise RuntimeError(f"formatting Kafka storage failed (exit {code})\n{self._report()}")
 
-    def _wait_ready(self, deadline: float) -> None:
+    def _wait_ready(self, deadline: float, brokers: int) -> None:
         while True:
             self._check_alive()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise RuntimeError(f"Kafka broker at {self._bootstrap} not ready in time\n{self._report()}")
-            if _port_open(self.bootstrap) and _serves_metadata(self.bootstrap, min(remaining, 5.0)):
+                raise RuntimeError(f"Kafka at {self.bootstrap} not ready in time\n{self._report()}")
+            if all(_port_open(n.address) for n in self._nodes) \
+                    and _serves_metadata(self.bootstrap, min(remaining, 5.0), brokers):
                 return
             time.sleep(0.2)
 
     def _report(self) -> str:
-        return _log_report(self.log_file, self._log_start)
+        return "\n".join(_log_report(n.log_path, n.log_start) for n in self._nodes if n.log_path)
 
     def _check_alive(self) -> None:
-        code = self._proc.poll() if self._proc is not None else -1
-        if code is not None:
-            raise RuntimeError(f"Kafka broker JVM exited during start-up (exit {code})\n{self._report()}")
+        for node in self._nodes:
+            code = node.proc.poll() if node.proc is not None else -1
+            if code is not None:
+                raise RuntimeError(f"Kafka node {node.node_id} exited during start-up (exit {code})\n"
+                                   f"{self._report()}")
+
+
+def _rss_text(pid: int | None) -> str:
+    rss = _rss_mb(pid) if pid is not None else None
+    return f"{rss:.0f}" if rss is not None else "?"
 
 
 def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
@@ -483,15 +504,15 @@ def _port_open(bootstrap: str) -> bool:
         return False
 
 
-def _serves_metadata(bootstrap: str, timeout: float) -> bool:
-    """True once the broker answers a metadata request listing itself."""
+def _serves_metadata(bootstrap: str, timeout: float, brokers: int = 1) -> bool:
+    """True once the cluster answers a metadata request listing all its brokers."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
                          "socket.connection.setup.timeout.ms": 2000})
     try:
-        return bool(admin.list_topics(timeout=timeout).brokers)
+        return len(admin.list_topics(timeout=timeout).brokers) >= brokers
     except KafkaException:
         return False
 
@@ -501,7 +522,7 @@ def _serves_metadata(bootstrap: str, timeout: float) -> bool:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gateway.kafka.local",
-                                     description="Run a local single-node Kafka broker until Ctrl-C.")
+                                     description="Run a local Kafka cluster until Ctrl-C.")
     parser.add_argument("--port", type=int, default=9092, help="client listener port (0 = any free port)")
     parser.add_argument("--data-dir", type=Path, help="persistent data directory (default: temporary)")
     parser.add_argument(
@@ -510,6 +531,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--heap-mb", type=int, default=384)
     parser.add_argument("--log-file", type=Path, help="broker log (default: <data dir>/broker.log)")
+    parser.add_argument("--nodes", type=int, default=1, help="broker+controller nodes (default 1)")
+    parser.add_argument("--profile", choices=[DEV, STOCK], default=DEV,
+                        help="dev: tuned for a laptop (the default); stock: Kafka's own defaults")
+    parser.add_argument("--kafka-version", default=KAFKA_VERSION, help=f"default {KAFKA_VERSION}")
     return parser.parse_args(argv)
 
 
@@ -517,8 +542,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run a broker in the foreground; print its bootstrap address; stop on SIGINT/SIGTERM."""
     args = _parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    kafka = LocalKafka(cache_dir=args.cache_dir, data_dir=args.data_dir, port=args.port,
-                       heap_mb=args.heap_mb, log_file=args.log_file)
+    kafka = LocalKafka(cache_dir=args.cache_dir, data_dir=args.data_dir,
+                       port=args.port if args.nodes == 1 else 0, heap_mb=args.heap_mb,
+                       log_file=args.log_file, nodes=args.nodes, profile=args.profile,
+                       version=args.kafka_version)
     stop, started = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

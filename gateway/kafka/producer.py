@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 import confluent_kafka
 
 from gateway.errors import InvalidArgument, Unavailable
+from gateway.kafka import client_config
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class Producer:
     """Idempotent, acks=all producer shared by the whole process."""
 
     def __init__(self, config: Mapping[str, str | int | bool]) -> None:
-        self._config = {
+        self._config = client_config(config, {
             "acks": "all",
             "partitioner": "murmur2_random",  # what Java producers use: one key, one partition
             "enable.idempotence": True,
@@ -76,8 +77,7 @@ class Producer:
             "queue.buffering.max.messages": 200_000,
             "queue.buffering.max.kbytes": 262_144,
             "delivery.timeout.ms": 30_000,
-            **config,
-        }
+        })
         self._producer: confluent_kafka.Producer | None = None
         self._thread: threading.Thread | None = None
         self._running = False
@@ -154,13 +154,12 @@ class TransactionalSender:
     """
 
     def __init__(self, config: Mapping[str, str | int | bool], transactional_id: str) -> None:
-        self._config = {
+        self._config = client_config(config, {
             "transactional.id": transactional_id,
             "transaction.timeout.ms": 10_000,
             "message.max.bytes": 12_000_000,
             "linger.ms": 0,
-            **config,
-        }
+        })
         self._producer: confluent_kafka.Producer | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafka-txn")
 

@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway.errors import AlreadyExists, Unavailable
+from gateway.errors import Unavailable
 from gateway.kafka import consumer as kafka_consumer
-from gateway.kafka.admin import Admin
+from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
 from gateway.push import auth
 from gateway.translate import names
@@ -99,12 +99,9 @@ class KeyStore:
             await asyncio.to_thread(reader.stop)
 
     async def _ensure_topic(self) -> None:
-        if await self._admin.partitions(self.topic) is not None:
-            return
-        try:
-            await self._admin.create_topic(self.topic, 1, {"cleanup.policy": "compact"})
-        except AlreadyExists:
-            pass
+        # Compacted, or retention would delete the signing keys and endpoints would reject
+        # every token after a restart.
+        await self._admin.ensure_topic(TopicSpec(self.topic, 1, {"cleanup.policy": "compact"}))
 
     # -- following the topic ---------------------------------------------------------------
 

@@ -119,4 +119,4 @@ class PushManager:
 
 
 def _pushes(res: Resource) -> bool:
-    return bool(res.proto.push_config.push_endpoint) and not res.meta.get("detached")
+    return bool(res.proto.push_config.push_endpoint) and res.delivers

@@ -45,8 +45,8 @@ def _consume_one(bootstrap: str, topic: str) -> bytes:
         "bootstrap.servers": bootstrap,
         "group.id": f"test-{uuid.uuid4().hex}",
         "auto.offset.reset": "earliest",
-        "session.timeout.ms": 2000,  # below Kafka's default minimum (6 s); local.py allows it
-        "heartbeat.interval.ms": 500,
+        "session.timeout.ms": 6000,  # Kafka's default minimum
+        "heartbeat.interval.ms": 1000,
     })
     try:
         consumer.subscribe([topic])
