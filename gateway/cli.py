@@ -14,6 +14,8 @@ from typing import Any
 from gateway import settings as settings_mod
 from gateway.kafka import local
 
+EXIT_BROKER_LOST = 3  # the embedded broker died and could not be restarted
+
 
 async def _serve(settings: settings_mod.Settings) -> int:
     from gateway.server import Gateway
@@ -22,7 +24,7 @@ async def _serve(settings: settings_mod.Settings) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Gateway(settings) as gw:
+    async with Gateway(settings, on_failure=stop.set) as gw:
         # What exists now (modules, protos, clients, the resources read at start) lives as long as
         # the process: out of the collector's sight, a full collection scans ~1,000 objects
         # instead of ~55,000, and its pause drops from ~30 ms to ~5 ms (a delivery-latency spike).
@@ -34,8 +36,10 @@ async def _serve(settings: settings_mod.Settings) -> int:
             host, gw.port, host, gw.port,
         )
         await stop.wait()
+        if gw.failure is not None:
+            print(f"pubsub-gateway: {gw.failure}", file=sys.stderr, flush=True)
         logging.getLogger("gateway").info("shutting down")
-    return 0
+    return 0 if gw.failure is None else EXIT_BROKER_LOST
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import grpc
@@ -19,6 +20,7 @@ from gateway.core.topics import TopicService
 from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
+from gateway.kafka.supervisor import BrokerSupervisor
 from gateway.push.manager import PushManager
 from gateway.settings import Settings
 from gateway.translate import names
@@ -30,13 +32,23 @@ MAX_MESSAGE = 20 * 1024 * 1024  # gRPC message limit: a 10 MB publish plus its f
 
 
 class Gateway:
-    def __init__(self, settings: Settings) -> None:
+    """`on_failure` is called (on the event loop) when the gateway cannot go on serving: the
+    embedded broker died and could not be restarted. `failure` then says why."""
+
+    def __init__(self, settings: Settings, on_failure: Callable[[], None] | None = None) -> None:
         self.settings = settings
         self.port = 0
         self.rest_port = 0
         self.bootstrap = settings.kafka_bootstrap or ""
+        self.failure: str | None = None
+        self._on_failure = on_failure
         self._stack = contextlib.AsyncExitStack()
         self._server: grpc.aio.Server | None = None
+
+    def _fail(self, reason: str) -> None:
+        self.failure = reason
+        if self._on_failure is not None:
+            self._on_failure()
 
     async def start(self) -> None:
         s = self.settings
@@ -47,6 +59,9 @@ class Gateway:
             self.bootstrap = await asyncio.to_thread(kafka.start)
             stack.callback(kafka.stop)
             log.info("embedded Kafka at %s (log: %s)", self.bootstrap, kafka.log_file)
+            supervisor = BrokerSupervisor(kafka, s.kafka_max_restarts, self._fail)
+            supervisor.start()
+            stack.push_async_callback(supervisor.stop)  # before kafka.stop: no restart while stopping
         config: dict[str, Any] = {"bootstrap.servers": self.bootstrap, **s.kafka_config}
         await asyncio.to_thread(check_connection, config)
 

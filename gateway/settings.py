@@ -32,6 +32,7 @@ class Settings:
     kafka_data_dir: Path | None = None
     kafka_port: int = 0
     kafka_heap_mb: int = 384
+    kafka_max_restarts: int = 3
     internal_prefix: str = "__pubsub_gateway"
     default_partitions: int = 4
     replication_factor: int = -1
@@ -85,6 +86,8 @@ class Settings:
                                     "topic explicitly, and never lets a client create one")
         if self.kafka_heap_mb < 128:
             raise SettingsError("--kafka-heap-mb must be at least 128")
+        if not 0 <= self.kafka_max_restarts <= 100:
+            raise SettingsError("--kafka-max-restarts must be 0..100")
         prefix = self.internal_prefix
         legal = all(c.isascii() and (c.isalnum() or c in "._-") for c in prefix)
         if not prefix or not legal or prefix.endswith("_"):
@@ -157,6 +160,9 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--kafka-data-dir", type=Path, default=default("kafka_data_dir"), help="embedded broker data")
     p("--kafka-port", type=int, default=default("kafka_port"), help="embedded broker port (0 = free)")
     p("--kafka-heap-mb", type=int, default=default("kafka_heap_mb"), help="embedded broker heap")
+    p("--kafka-max-restarts", type=int, default=default("kafka_max_restarts"),
+      help="restarts of a dead embedded broker allowed within 5 minutes; one more death and the "
+           "gateway exits with status 3 (default 3; 0 exits at the first)")
     p("--internal-prefix", default=default("internal_prefix"), help="prefix of the gateway's own topics")
     p("--default-partitions", type=int, default=default("default_partitions"))
     p("--replication-factor", type=int, default=default("replication_factor"))
@@ -200,6 +206,7 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         kafka_data_dir=Path(data_dir) if data_dir else None,
         kafka_port=int(ns.kafka_port),
         kafka_heap_mb=int(ns.kafka_heap_mb),
+        kafka_max_restarts=int(ns.kafka_max_restarts),
         internal_prefix=str(ns.internal_prefix),
         default_partitions=int(ns.default_partitions),
         replication_factor=int(ns.replication_factor),

@@ -31,8 +31,10 @@ from confluent_kafka.admin import ResourceType as ResourceType  # type: ignore[a
 
 from gateway.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
 from gateway.kafka import client_config
+from gateway.kafka.clientlog import client_logger
 
 log = logging.getLogger(__name__)
+_rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
 T = TypeVar("T")
 TIMEOUT = 15.0
 
@@ -87,7 +89,7 @@ class TopicSpec:
 class Admin:
     def __init__(self, config: Mapping[str, str | int | bool], replication_factor: int = -1) -> None:
         self._config = client_config(config)
-        self._client = AdminClient(self._config, logger=log)
+        self._client = AdminClient(self._config, logger=_rdkafka_log)
         self._replication = replication_factor
 
     async def create_topic(
@@ -222,7 +224,7 @@ class Admin:
                         raise
                     await asyncio.sleep(0.2)
                     if fresh is None:
-                        fresh = await asyncio.to_thread(AdminClient, self._config, logger=log)
+                        fresh = await asyncio.to_thread(AdminClient, self._config, logger=_rdkafka_log)
                         client = fresh
         finally:
             if fresh is not None:  # the last reference goes in a thread: destroying may block

@@ -22,28 +22,22 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import base64
-import ctypes
-import ctypes.util
 import dataclasses
 import logging
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import IO, Any, Self
+from typing import IO, Self
 
+from gateway.kafka import jvm
 from gateway.kafka.brokerjars import KAFKA_VERSION, default_cache_dir, resolve_broker
 
 __all__ = ["DEV", "KAFKA_VERSION", "STOCK", "LocalKafka", "default_cache_dir", "resolve_broker"]
@@ -51,126 +45,8 @@ log = logging.getLogger(__name__)
 
 _LOG4J_CONFIG = Path(__file__).resolve().parent / "broker-log4j2.properties"
 _FORMAT_TIMEOUT = 120.0
-_LOG_TAIL_BYTES = 6000
-_PR_SET_PDEATHSIG = 1
-_TMP_PREFIX = "local-kafka-"
 STOCK = "stock"
 DEV = "dev"
-
-
-# --------------------------------------------------------------------------- process helpers
-
-
-def _pdeathsig_preexec() -> Callable[[], None]:
-    """A preexec_fn making the child get SIGTERM when the spawning thread's process dies."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    parent = os.getpid()
-
-    def preexec() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
-
-
-# PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process.
-# Children spawned from non-main threads are therefore forked from this one long-lived
-# thread, which only ends at interpreter shutdown.
-_spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-kafka-spawn")
-
-
-def _popen(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    def spawn() -> subprocess.Popen[bytes]:
-        # preexec_fn only calls prctl/getppid/kill: async-signal-safe enough after fork.
-        return subprocess.Popen(cmd, preexec_fn=_pdeathsig_preexec(), **kwargs)
-
-    if threading.current_thread() is threading.main_thread():
-        return spawn()
-    return _spawner.submit(spawn).result()
-
-
-def _java() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
-    if not java or not Path(java).exists():
-        raise RuntimeError("a Java 17+ runtime ('java') is needed to run the local Kafka broker")
-    return java
-
-
-def _free_ports(count: int) -> list[int]:
-    """Distinct currently free TCP ports on 127.0.0.1."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the broker does
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _random_cluster_id() -> str:
-    """A Kafka-style Uuid string (URL-safe base64 of 16 bytes, never starting with '-')."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
-
-
-_ERROR_LINE = re.compile(r"^\[[^]]*\] (?:ERROR|FATAL) |^[\w.$]+(?:Exception|Error): ")
-
-
-def _log_report(path: Path, since: int = 0) -> str:
-    """Error lines this run wrote to the broker log, then the log's tail."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(since)
-            text = fh.read().decode(errors="replace")
-    except OSError as exc:
-        return f"<broker log unavailable: {exc}>"
-    errors = list(dict.fromkeys(ln for ln in text.splitlines() if _ERROR_LINE.match(ln)))[:12]
-    head = "errors:\n" + "\n".join(errors) + "\n" if errors else ""
-    return f"{head}broker log ({path}) tail:\n{text[-_LOG_TAIL_BYTES:]}"
-
-
-def _sweep_stale_tmp_dirs() -> None:
-    """Remove temporary data dirs left behind by processes that were killed (kill -9)."""
-    for path in Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*-*"):
-        owner = path.name[len(_TMP_PREFIX):].split("-", 1)[0]
-        if owner.isdigit() and not _pid_alive(int(owner)):
-            log.debug("removing stale local Kafka dir %s", path)
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
 
 
 # --------------------------------------------------------------------------- broker config
@@ -299,6 +175,12 @@ class LocalKafka:
         """True while every node's JVM is alive."""
         return bool(self._nodes) and all(n.alive() for n in self._nodes)
 
+    @property
+    def exit_code(self) -> int | None:
+        """How the first node's JVM ended (negative: killed by that signal); None while it runs."""
+        node = self._nodes[0] if self._nodes else None
+        return node.proc.poll() if node is not None and node.proc is not None else None
+
     def node_ids(self) -> list[int]:
         return [n.node_id for n in self._nodes]
 
@@ -330,7 +212,7 @@ class LocalKafka:
         deadline = time.monotonic() + timeout
         try:
             self._nodes = self._plan()
-            cluster_id = _random_cluster_id()
+            cluster_id = jvm.random_cluster_id()
             for node in self._nodes:
                 self._launch(node, cluster_id, deadline)
             _running.add(self)
@@ -338,8 +220,8 @@ class LocalKafka:
         except BaseException:
             self.stop()
             raise
-        log.info("Kafka %s ready at %s (%d node(s), first pid %s, rss %s MiB)", self.version,
-                 self.bootstrap, len(self._nodes), self.pid, _rss_text(self.pid))
+        log.info("Kafka %s ready at %s (pid %s, rss %s MiB; %d node(s))", self.version,
+                 self.bootstrap, self.pid, _rss_text(self.pid), len(self._nodes))
         return self.bootstrap
 
     def kill_node(self, node_id: int) -> None:
@@ -368,7 +250,7 @@ class LocalKafka:
                 node.proc.terminate()  # all at once: a controller quorum stops together
         for node in nodes:
             if node.proc is not None:
-                _terminate(node.proc, timeout)
+                jvm.terminate(node.proc, timeout)
             if node.log_fh is not None:
                 node.log_fh.close()
                 node.log_fh = None
@@ -396,15 +278,15 @@ class LocalKafka:
         if self._data_dir is not None:
             return self._data_dir
         if self._tmp is None:
-            _sweep_stale_tmp_dirs()
-            self._tmp = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
+            jvm.sweep_stale_tmp_dirs()
+            self._tmp = Path(tempfile.mkdtemp(prefix=f"{jvm.TMP_PREFIX}{os.getpid()}-"))
         return self._tmp
 
     def _plan(self) -> list[_Node]:
         data = self._data()
-        if self._port and not _port_free(self._port):
+        if self._port and not jvm.port_free(self._port):
             raise RuntimeError(f"cannot start Kafka: 127.0.0.1:{self._port} is already in use")
-        free = [p for p in _free_ports(2 * self._count + 1) if p != self._port]
+        free = [p for p in jvm.free_ports(2 * self._count + 1) if p != self._port]
         nodes = []
         for i in range(self._count):
             home = data if self._count == 1 else data / f"node-{i + 1}"
@@ -428,8 +310,8 @@ class LocalKafka:
                           .encode())
         node.log_fh.flush()
         if not (node.data / "kraft-logs" / "meta.properties").exists():
-            self._format(node, props, cluster_id or _random_cluster_id(), deadline)
-        node.proc = _popen(self._java_cmd("kafka.Kafka", str(props)),
+            self._format(node, props, cluster_id or jvm.random_cluster_id(), deadline)
+        node.proc = jvm.popen(self._java_cmd("kafka.Kafka", str(props)),
                            stdin=subprocess.DEVNULL, stdout=node.log_fh,
                            stderr=subprocess.STDOUT, start_new_session=True)
         log.debug("Kafka node %d pid %d starting at %s, log %s", node.node_id, node.proc.pid,
@@ -438,7 +320,7 @@ class LocalKafka:
     def _java_cmd(self, main_class: str, *args: str) -> list[str]:
         assert self._libs is not None
         return [
-            _java(), f"-Xmx{self._heap_mb}m", f"-Xms{max(self._heap_mb // 2, 16)}m",
+            jvm.java(), f"-Xmx{self._heap_mb}m", f"-Xms{max(self._heap_mb // 2, 16)}m",
             "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-XX:-UsePerfData",
             "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={_LOG4J_CONFIG}",
             "-cp", str(self._libs / "*"), main_class, *args,
@@ -447,11 +329,11 @@ class LocalKafka:
     def _format(self, node: _Node, props: Path, cluster_id: str, deadline: float) -> None:
         cmd = self._java_cmd("kafka.tools.StorageTool", "format", "--config", str(props),
                              "--cluster-id", cluster_id)
-        proc = _popen(cmd, stdin=subprocess.DEVNULL, stdout=node.log_fh, stderr=subprocess.STDOUT)
+        proc = jvm.popen(cmd, stdin=subprocess.DEVNULL, stdout=node.log_fh, stderr=subprocess.STDOUT)
         try:
             code = proc.wait(timeout=max(1.0, min(_FORMAT_TIMEOUT, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
-            _terminate(proc, 5.0)
+            jvm.terminate(proc, 5.0)
             raise RuntimeError(f"formatting Kafka storage timed out\n{self._report()}") from None
         if code != 0:
             raise RuntimeError(f"formatting Kafka storage failed (exit {code})\n{self._report()}")
@@ -462,13 +344,13 @@ class LocalKafka:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RuntimeError(f"Kafka at {self.bootstrap} not ready in time\n{self._report()}")
-            if all(_port_open(n.address) for n in self._nodes) \
-                    and _serves_metadata(self.bootstrap, min(remaining, 5.0), brokers):
+            if all(jvm.port_open(n.address) for n in self._nodes) \
+                    and jvm.serves_metadata(self.bootstrap, min(remaining, 5.0), brokers):
                 return
             time.sleep(0.2)
 
     def _report(self) -> str:
-        return "\n".join(_log_report(n.log_path, n.log_start) for n in self._nodes if n.log_path)
+        return "\n".join(jvm.log_report(n.log_path, n.log_start) for n in self._nodes if n.log_path)
 
     def _check_alive(self) -> None:
         for node in self._nodes:
@@ -479,42 +361,8 @@ class LocalKafka:
 
 
 def _rss_text(pid: int | None) -> str:
-    rss = _rss_mb(pid) if pid is not None else None
+    rss = jvm.rss_mb(pid) if pid is not None else None
     return f"{rss:.0f}" if rss is not None else "?"
-
-
-def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        log.warning("Kafka JVM %d ignored SIGTERM for %.0fs; killing it", proc.pid, timeout)
-        proc.kill()
-        proc.wait()
-
-
-def _port_open(bootstrap: str) -> bool:
-    host, _, port = bootstrap.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=1.0):
-            return True
-    except OSError:
-        return False
-
-
-def _serves_metadata(bootstrap: str, timeout: float, brokers: int = 1) -> bool:
-    """True once the cluster answers a metadata request listing all its brokers."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
-                         "socket.connection.setup.timeout.ms": 2000})
-    try:
-        return len(admin.list_topics(timeout=timeout).brokers) >= brokers
-    except KafkaException:
-        return False
 
 
 # --------------------------------------------------------------------------- CLI

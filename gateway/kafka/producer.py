@@ -16,8 +16,10 @@ import confluent_kafka
 
 from gateway.errors import InvalidArgument, Unavailable
 from gateway.kafka import client_config
+from gateway.kafka.clientlog import client_logger
 
 log = logging.getLogger(__name__)
+_rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
 
 Headers = list[tuple[str, str | bytes | None]]
 DeliveryCallback = Callable[[confluent_kafka.KafkaError | None, confluent_kafka.Message], None]
@@ -85,7 +87,7 @@ class Producer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._producer = confluent_kafka.Producer(self._config, logger=log)
+        self._producer = confluent_kafka.Producer(self._config, logger=_rdkafka_log)
         self._running = True
         self._thread = threading.Thread(target=self._poll, name="kafka-producer-poll", daemon=True)
         self._thread.start()
@@ -168,7 +170,7 @@ class TransactionalSender:
 
     async def start(self) -> None:
         def init() -> None:
-            self._producer = confluent_kafka.Producer(self._config, logger=log)
+            self._producer = confluent_kafka.Producer(self._config, logger=_rdkafka_log)
             self._producer.init_transactions(30)
 
         await self._run(init)
