@@ -9,6 +9,7 @@ owns the partition it applies them at once as well.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -32,6 +33,9 @@ from gateway.translate import ackids, limits, names
 from gateway.translate.records import Record
 
 log = logging.getLogger(__name__)
+# How long a runner's first pull waits for the group to assign partitions, before its own wait
+# for messages: a new group's initial rebalance delay (3 s by default) plus a join.
+JOIN_WAIT_SECONDS = 30.0
 
 
 def _require_source(res: Resource) -> None:
@@ -183,6 +187,10 @@ class DeliveryService:
         self._activity.touch(res)
         deadline_s = res.proto.ack_deadline_seconds or limits.DEFAULT_ACK_DEADLINE
         loop = asyncio.get_running_loop()
+        if not runner.joined.is_set():
+            # The first pull of a runner: joining the group is not waiting for messages.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(runner.joined.wait(), JOIN_WAIT_SECONDS)
         end = loop.time() + min(wait_seconds, self._settings.pull_max_wait_seconds)
         while True:
             lease_until = now_ms() + deadline_s * 1000

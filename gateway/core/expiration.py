@@ -100,7 +100,7 @@ class Janitor(kafka_consumer.FetchListener):
     def wants_records(self) -> bool:
         return False
 
-    def on_seeked(self, partitions: list[int]) -> None:
+    def on_seeked(self, done: dict[int, int]) -> None:
         pass
 
     async def _loop(self) -> None:

@@ -83,15 +83,19 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.last_used = time.monotonic()
         self._wants = True
         self._checkpoint_interval = checkpoint_interval
+        # Set once the group has given this member its share (maybe none): a new group waits
+        # for group.initial.rebalance.delay.ms (3 s by default) before anyone owns anything.
+        self.joined = asyncio.Event()
         self._fetcher = kafka_consumer.GroupFetcher(
-            kafka_config, group_id, kafka_topic, self, session_timeout_ms, client_id
+            kafka_config, group_id, kafka_topic, self, session_timeout_ms, client_id,
+            on_joined=self._on_joined,
         )
         self._log_reader = kafka_consumer.TailReader(kafka_config, f"log-{name}", self._on_log)
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
         self._discard = False
         self.settle_listeners: set[Callable[[int, list[int]], None]] = set()
-        self._seeking: set[int] = set()
+        self._seeking: dict[int, int] = {}  # partition -> the offset last asked to seek to
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -125,6 +129,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.last_used = time.monotonic()
 
     # -- the fetcher's callbacks (fetcher thread) -------------------------------------------
+
+    def _on_joined(self) -> None:
+        self._loop.call_soon_threadsafe(self.joined.set)
 
     def on_assigned(self, partitions: list[int], committed: dict[int, int]) -> dict[int, int]:
         starts: dict[int, int] = {}
@@ -256,12 +263,19 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         old = state.epoch
         state.apply(cp, now)
         self._folded[p].add(logformat.checkpoint_key(p, old))
-        self._seeking.add(p)  # records fetched before the consumer moves are stale
+        self._seeking[p] = state.watermark  # records fetched before the consumer moves are stale
         self._fetcher.request_seek({p: state.watermark})
         log.info("%s: partition %d sought to offset %d (epoch %d)", self.name, p, state.watermark, cp.epoch)
 
-    def on_seeked(self, partitions: list[int]) -> None:
-        self._loop.call_soon_threadsafe(self._seeking.difference_update, partitions)
+    def on_seeked(self, done: dict[int, int]) -> None:
+        self._loop.call_soon_threadsafe(self._sought, done)
+
+    def _sought(self, done: dict[int, int]) -> None:
+        """Records count again once the consumer has moved to the last offset asked for: the
+        end of an earlier seek while a later one is pending does not."""
+        for p, offset in done.items():
+            if self._seeking.get(p) == offset:
+                del self._seeking[p]
 
     def apply_local(self, p: int, cmd: Command, key: bytes, settles: bool = False) -> None:
         """Apply a command this process has just written durably to the log.

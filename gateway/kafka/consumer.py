@@ -18,9 +18,11 @@ import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
 
 from gateway.kafka import client_config
+from gateway.kafka.clientlog import client_logger
 from gateway.translate.records import Record
 
 log = logging.getLogger(__name__)
+_rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
 Config = Mapping[str, str | int | bool]
 POLL_SECONDS = 0.1
 IDLE_POLL_SECONDS = 0.5
@@ -33,7 +35,7 @@ def _is_real(msg: confluent_kafka.Message) -> bool:
     if err is None:
         return True
     if err.code() != KafkaError._PARTITION_EOF:
-        log.warning("consumer error: %s", err)
+        _rdkafka_log.warning("consumer error: %s", err)  # repeats while a broker is down
     return False
 
 
@@ -78,7 +80,7 @@ def read_to_end(
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """Blocking: everything now in one partition, as (offset, key, value); or what lies in
     [start, end) of it (clamped to what the partition holds)."""
-    consumer = confluent_kafka.Consumer(_reader_config(base), logger=log)
+    consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
     try:
         low, high = _watermarks(consumer, TopicPartition(topic, partition), timeout)
         if start is not None:
@@ -109,7 +111,7 @@ def read_to_end(
 
 def bounds(base: Config, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
     """(first offset, end offset) of one partition."""
-    consumer = confluent_kafka.Consumer(_reader_config(base), logger=log)
+    consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
     try:
         return _watermarks(consumer, TopicPartition(topic, partition), timeout)
     finally:
@@ -120,14 +122,56 @@ def end_offset(base: Config, topic: str, partition: int, timeout: float = 10.0) 
     return bounds(base, topic, partition, timeout)[1]
 
 
+class _PendingOffsets:
+    """Offsets per partition handed from other threads to the one thread that acts on them.
+
+    Every access to the dict holds the lock, so a `put` racing a `take` lands either in what
+    that `take` returns or in what the next one does: never lost, never returned twice. A
+    later `put` for a partition replaces an earlier one not yet taken (the newest request
+    wins); `retry` gives back what could not be done without overriding anything newer.
+    """
+
+    __slots__ = ("_lock", "_offsets")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._offsets: dict[int, int] = {}
+
+    def put(self, offsets: Mapping[int, int]) -> None:
+        if offsets:
+            with self._lock:
+                self._offsets.update(offsets)
+
+    def retry(self, offsets: Mapping[int, int]) -> None:
+        """Give back requests taken but not done; a newer request for a partition stays."""
+        if offsets:
+            with self._lock:
+                for p, offset in offsets.items():
+                    self._offsets.setdefault(p, offset)
+
+    def take(self) -> dict[int, int]:
+        """All pending requests, leaving none. Cheap when there are none (the fetcher's loop
+        asks every pass): a `put` this unlocked look misses is taken on the next call."""
+        if not self._offsets:
+            return {}
+        with self._lock:
+            taken, self._offsets = self._offsets, {}
+        return taken
+
+
 class TailReader:
-    """Follows partitions from given offsets for as long as it runs."""
+    """Follows partitions from given offsets for as long as it runs.
+
+    `add` and `remove` may be called from any thread (the runner calls them on its fetcher's
+    thread); they and the reader's own thread take turns on the consumer under one lock.
+    `on_messages` runs on the reader's thread.
+    """
 
     def __init__(
         self, base: Config, name: str,
         on_messages: Callable[[list[tuple[str, int, int, bytes | None, bytes | None]]], None],
     ) -> None:
-        self._consumer = confluent_kafka.Consumer(_reader_config(base), logger=log)
+        self._consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
         self._on_messages = on_messages
         self._running = True
         self._lock = threading.Lock()
@@ -164,11 +208,13 @@ class TailReader:
         self._running = False
         if self._thread.is_alive():
             self._thread.join(5.0)
-        self._consumer.close()
+        with self._lock:  # never close under a consume that outlived the join
+            self._consumer.close()
 
 
 class FetchListener(Protocol):
-    """What a GroupFetcher tells its subscription; every method runs on the fetcher's thread."""
+    """What a GroupFetcher tells its subscription. Every method runs on the fetcher's thread,
+    except that `on_revoked` runs on the thread calling `GroupFetcher.stop` as it leaves."""
 
     def on_assigned(self, partitions: list[int], committed: dict[int, int]) -> dict[int, int]:
         """Recover the partitions' state (blocking is fine); return each one's start offset.
@@ -182,15 +228,25 @@ class FetchListener(Protocol):
 
     def wants_records(self) -> bool: ...
 
-    def on_seeked(self, partitions: list[int]) -> None:
-        """The consumer now fetches these partitions from the requested offsets."""
+    def on_seeked(self, done: dict[int, int]) -> None:
+        """The consumer now fetches these partitions from these offsets (the latest requested
+        for each when it sought: a listener can tell a later request still pending)."""
 
 
 class GroupFetcher:
-    """A member of a subscription's consumer group: owns partitions, fetches their records."""
+    """A member of a subscription's consumer group: owns partitions, fetches their records.
+
+    One thread of its own polls the consumer, which runs the rebalance callbacks and every
+    listener method on that thread. Other threads (the event loop) talk to it only through
+    `wake`, `request_seek` and `request_commit`: requests wait in `_PendingOffsets` until the
+    fetcher's loop takes them, at least every `IDLE_POLL_SECONDS`.
+    """
 
     def __init__(self, base: Config, group_id: str, topic: str, listener: FetchListener,
-                 session_timeout_ms: int, client_id: str = "pubsub-gateway") -> None:
+                 session_timeout_ms: int, client_id: str = "pubsub-gateway",
+                 on_joined: Callable[[], None] | None = None) -> None:
+        """`on_joined` is called (on the fetcher's thread) after every assignment, an empty
+        one included: the member has joined and knows what it owns."""
         config = client_config(base, {
             "group.id": group_id,
             "client.id": client_id,
@@ -208,19 +264,22 @@ class GroupFetcher:
             "fetch.queue.backoff.ms": 10,
             "fetch.wait.max.ms": 200,
         })
-        self._consumer = confluent_kafka.Consumer(config, logger=log)
+        self._on_joined = on_joined
+        self._consumer = confluent_kafka.Consumer(config, logger=_rdkafka_log)
         self._topic = topic
         self._listener = listener
-        self._assigned: set[int] = set()
+        # Rebound (never mutated) by the rebalance callbacks only: other threads read a snapshot.
+        self._assigned: frozenset[int] = frozenset()
         self._demand = threading.Event()
-        self._commits: dict[int, int] = {}
-        self._seeks: dict[int, int] = {}
+        self._commits = _PendingOffsets()
+        self._seeks = _PendingOffsets()
         self._running = True
         self._thread = threading.Thread(target=self._run, name=f"fetch-{group_id}"[:60], daemon=True)
 
     @property
     def assigned(self) -> frozenset[int]:
-        return frozenset(self._assigned)
+        """The partitions owned now; safe to read from any thread."""
+        return self._assigned
 
     def start(self) -> None:
         self._consumer.subscribe(
@@ -233,12 +292,18 @@ class GroupFetcher:
         self._demand.set()
 
     def request_seek(self, offsets: Mapping[int, int]) -> None:
-        """Fetch these partitions from these offsets from now on (from the fetcher's thread)."""
-        self._seeks = {**self._seeks, **offsets}
+        """Fetch these partitions from these offsets from now on; `on_seeked` tells when.
+
+        Safe from any thread (the runner calls it on the event loop); the fetcher's thread
+        seeks. A later request for a partition not yet sought replaces an earlier one."""
+        self._seeks.put(offsets)
 
     def request_commit(self, offsets: Mapping[int, int]) -> None:
-        """Commit these offsets soon (from the fetcher's thread)."""
-        self._commits = {**self._commits, **offsets}
+        """Commit these offsets soon (those of partitions still owned then).
+
+        Safe from any thread (the runner calls it on the event loop); the fetcher's thread
+        commits. A later request for a partition not yet committed replaces an earlier one."""
+        self._commits.put(offsets)
 
     def _on_assign(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
         parts = [tp.partition for tp in tps]
@@ -253,7 +318,9 @@ class GroupFetcher:
             log.exception("recovering partitions %s of %s failed", parts, self._topic)
             raise
         consumer.incremental_assign([TopicPartition(self._topic, p, starts[p]) for p in parts])
-        self._assigned.update(parts)
+        self._assigned = self._assigned.union(parts)
+        if self._on_joined is not None:
+            self._on_joined()
 
     def _revoke(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition], lost: bool) -> None:
         parts = [tp.partition for tp in tps]
@@ -262,7 +329,7 @@ class GroupFetcher:
         final = self._listener.on_revoked(parts, lost)
         if final and not lost:
             self._commit(final, asynchronous=False)
-        self._assigned.difference_update(parts)
+        self._assigned = self._assigned.difference(parts)
         try:
             consumer.incremental_unassign(tps)
         except confluent_kafka.KafkaException as exc:  # e.g. the topic was deleted meanwhile
@@ -287,26 +354,31 @@ class GroupFetcher:
             log.info("commit of %s skipped: %s", self._topic, exc)
 
     def _seek(self, offsets: Mapping[int, int]) -> None:
-        done = []
+        """On the fetcher's thread. A partition no longer owned counts as done; a failed seek
+        is retried on the next pass unless a newer request for its partition came meanwhile."""
+        done: dict[int, int] = {}
+        failed: dict[int, int] = {}
         for p, offset in offsets.items():
             if p in self._assigned:
                 try:
                     self._consumer.seek(TopicPartition(self._topic, p, offset))
                 except confluent_kafka.KafkaException as exc:
                     log.warning("seek of %s[%d] to %d failed, retrying: %s", self._topic, p, offset, exc)
-                    self._seeks.setdefault(p, offset)
+                    failed[p] = offset
                     continue
-            done.append(p)
-        self._listener.on_seeked(done)
+            done[p] = offset
+        self._seeks.retry(failed)
+        if done:
+            self._listener.on_seeked(done)
 
     def _run(self) -> None:
         consumer = self._consumer
         while self._running:
-            if self._seeks:
-                seeks, self._seeks = self._seeks, {}
+            seeks = self._seeks.take()
+            if seeks:
                 self._seek(seeks)
-            if self._commits:
-                commits, self._commits = self._commits, {}
+            commits = self._commits.take()
+            if commits:
                 self._commit(commits, asynchronous=True)
             if not self._listener.wants_records():
                 # Enough is buffered: leave librdkafka's bounded queue alone (pausing would drop
