@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint unit protos bench bench-quick clean
+.PHONY: run test lint unit protos bench bench-quick test-kafka-versions clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -38,6 +38,15 @@ lint: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+## test-kafka-versions: the core end-to-end tests on the oldest supported Kafka and the newest
+KAFKA_VERSIONS ?= $(shell $(BIN)/python -c 'from gateway.kafka.brokerjars import KAFKA_VERSION as n, OLDEST_SUPPORTED as o; print(o, n)' 2>/dev/null)
+CORE_E2E := tests/e2e/test_first_slice.py tests/e2e/test_admin.py tests/e2e/test_delivery_semantics.py \
+            tests/e2e/test_exactly_once.py tests/e2e/test_streaming_pull.py tests/e2e/test_seek.py \
+            tests/e2e/test_ordering.py tests/e2e/test_broker_restart.py
+test-kafka-versions: $(STAMP)
+	@for v in $(KAFKA_VERSIONS); do echo "== Kafka $$v"; \
+		PUBSUB_GATEWAY_TEST_KAFKA_VERSION=$$v $(BIN)/python -m pytest -q $(CORE_E2E) || exit 1; done
 
 ## protos: regenerate gateway/_pb from protos/
 protos: $(STAMP)

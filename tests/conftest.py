@@ -3,7 +3,8 @@
 The broker is, in order of preference:
 - an existing cluster named by PUBSUB_GATEWAY_TEST_KAFKA (HOST:PORT);
 - a testcontainers Kafka when PUBSUB_GATEWAY_TEST_TESTCONTAINERS=1 (needs a Docker engine);
-- otherwise the embedded broker, fetched from Maven Central on first use.
+- otherwise the embedded broker with Kafka's stock settings, fetched from Maven Central on first
+  use (PUBSUB_GATEWAY_TEST_KAFKA_VERSION picks the version).
 Integration tests never skip for lack of a broker: if none can be had, the run fails.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gateways import GatewayProcess
+from tests.gateways import GatewayProcess, kafka_version
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +36,9 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     # Kafka's stock settings (topics auto-created on metadata requests, a 3 s initial rebalance
     # delay, a 6 s minimum session timeout): the gateway meets brokers as users run them.
-    with LocalKafka(data_dir=tmp_path_factory.mktemp("kafka"), heap_mb=512, profile=STOCK) as kafka:
+    # PUBSUB_GATEWAY_TEST_KAFKA_VERSION runs another version (make test-kafka-versions).
+    with LocalKafka(data_dir=tmp_path_factory.mktemp("kafka"), heap_mb=512, profile=STOCK,
+                    version=kafka_version()) as kafka:
         yield kafka.bootstrap
 
 

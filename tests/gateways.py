@@ -20,6 +20,13 @@ from typing import IO
 READY_TIMEOUT = 90.0
 
 
+def kafka_version() -> str:
+    """The Kafka version the suite's own brokers run (PUBSUB_GATEWAY_TEST_KAFKA_VERSION)."""
+    from gateway.kafka.brokerjars import KAFKA_VERSION
+
+    return os.environ.get("PUBSUB_GATEWAY_TEST_KAFKA_VERSION") or KAFKA_VERSION
+
+
 class GatewayProcess:
     def __init__(self, bootstrap: str, prefix: str, log_dir: Path, *extra: str) -> None:
         self.bootstrap = bootstrap

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.kafka.local import LocalKafka
 from tests.e2e.clients import clients, pull_nothing, pull_until
-from tests.gateways import GatewayProcess
+from tests.gateways import GatewayProcess, kafka_version
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +27,8 @@ def _free_port() -> int:
 def test_gateway_survives_a_broker_restart(
     tmp_path: Path, log_dir: Path, names: Callable[[str], str]
 ) -> None:
-    kafka = LocalKafka(data_dir=tmp_path / "kafka", port=_free_port(), heap_mb=256)
+    kafka = LocalKafka(data_dir=tmp_path / "kafka", port=_free_port(), heap_mb=384,
+                       version=kafka_version())
     bootstrap = kafka.start()
     gw = GatewayProcess(bootstrap, f"br{uuid.uuid4().hex[:6]}", log_dir).start()
     try:
