@@ -187,11 +187,14 @@ class DeliveryService:
         self._activity.touch(res)
         deadline_s = res.proto.ack_deadline_seconds or limits.DEFAULT_ACK_DEADLINE
         loop = asyncio.get_running_loop()
+        last = loop.time() + wait_seconds  # what the caller's deadline allows
         if not runner.joined.is_set():
-            # The first pull of a runner: joining the group is not waiting for messages.
+            # The first pull of a runner: joining the group does not count as waiting for
+            # messages (--pull-max-wait-seconds), only against the caller's own deadline.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(runner.joined.wait(), JOIN_WAIT_SECONDS)
-        end = loop.time() + min(wait_seconds, self._settings.pull_max_wait_seconds)
+                await asyncio.wait_for(runner.joined.wait(), min(JOIN_WAIT_SECONDS, wait_seconds))
+            self._activity.touch(self._store.get("subscription", res.name) or res)  # still in use
+        end = min(last, loop.time() + self._settings.pull_max_wait_seconds)
         while True:
             lease_until = now_ms() + deadline_s * 1000
             taken = runner.take(max_messages, lease_until)
@@ -216,8 +219,9 @@ class DeliveryService:
         self, res: Resource, runner: SubscriptionRunner, taken: list[tuple[int, int, int, Record]],
         lease_until: int,
     ) -> list[Delivery]:
-        """Make the leases durable, then name each delivery by its ack id."""
-        await runner.record_leases(taken, lease_until)
+        """Make the leases durable, then name each delivery by its ack id (of those whose lease
+        is: see SubscriptionRunner.record_leases)."""
+        taken = await runner.record_leases(taken, lease_until)
         tag = ackids.subscription_tag(res.name, res.meta["uid"])
         counted = res.proto.HasField("dead_letter_policy")
         return [Delivery(ackids.encode(tag, p, o, g), r, g if counted else 0) for p, o, g, r in taken]

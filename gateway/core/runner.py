@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from gateway.core.policies import Policies, dead_letter_headers
@@ -34,6 +35,10 @@ log = logging.getLogger(__name__)
 # drops librdkafka's prefetched records) after every pull, and bounds memory for any backlog.
 PREFETCH_HIGH = 8000
 PREFETCH_LOW = 4000
+# How long a delivery waits for one partition's lease write before it hands out the messages
+# of the partitions whose writes are done. A write waits for as long as the partition's log has
+# no leader: a broker that died leads it until the controller notices (9 s by default).
+LEASE_PATIENCE_SECONDS = 1.0
 
 
 def now_ms() -> int:
@@ -96,6 +101,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._discard = False
         self.settle_listeners: set[Callable[[int, list[int]], None]] = set()
         self._seeking: dict[int, int] = {}  # partition -> the offset last asked to seek to
+        self._stalled: set[int] = set()  # partitions with a lease write overdue: not taken from
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -214,7 +220,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 if skip:  # acked at once: never delivered, never holding back the watermark
                     state.apply(Ack(p, tuple(to_ranges(skip))), now)
         self._update_wants()
-        if any(s.ready_count for s in self.states.values()):
+        if self.has_ready():
             self.ready.set()
 
     def _unwanted(self, items: list[tuple[int, Record]], now: int) -> list[int]:
@@ -293,7 +299,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def _after_change(self) -> None:
         self._update_wants()
-        if any(s.ready_count for s in self.states.values()):
+        if self.has_ready():
             self.ready.set()
 
     # -- delivery --------------------------------------------------------------------------
@@ -302,7 +308,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         """Lease up to n messages across owned partitions: (partition, offset, generation, record)."""
         now = now_ms()
         out: list[tuple[int, int, int, Record]] = []
-        states = list(self.states.values())
+        states = self._deliverable()
         share = max(1, n // max(1, len(states)))
         for rnd in range(2):  # a fair share from each partition first, then whatever is left
             for state in states:
@@ -316,28 +322,54 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     async def record_leases(
         self, taken: list[tuple[int, int, int, Record]], deadline_ms: int
-    ) -> None:
-        """Make leases durable before the client sees the messages; undo them if that fails."""
+    ) -> list[tuple[int, int, int, Record]]:
+        """Make leases durable before the client sees the messages; returns those whose lease
+        is. A partition whose write failed gives its messages back; one whose write is still
+        under way after LEASE_PATIENCE_SECONDS (its log lost its leader) is left out of this
+        delivery and of later takes until the write ends, and then gives them back: one dead
+        broker does not hold up the partitions the others lead."""
         by_partition: dict[int, list[tuple[int, int]]] = {}
         for p, o, g, _ in taken:
             by_partition.setdefault(p, []).append((o, g))
-        writes: list[Awaitable[list[tuple[bytes, int]]]] = [
-            self.writer.write(p, [Lease(p, tuple(entries), deadline_ms, self._epoch(p))])
+        writes = {
+            p: asyncio.ensure_future(
+                self.writer.write(p, [Lease(p, tuple(entries), deadline_ms, self._epoch(p))]))
             for p, entries in by_partition.items()
-        ]
-        results = await asyncio.gather(*writes, return_exceptions=True)
-        failed = None
-        for (p, entries), result in zip(by_partition.items(), results, strict=True):
+        }
+        await asyncio.wait(writes.values(), timeout=LEASE_PATIENCE_SECONDS)
+        durable: set[int] = set()
+        failed: BaseException | None = None
+        for p, write in writes.items():
+            if not write.done():
+                self._stalled.add(p)
+                write.add_done_callback(functools.partial(self._late_lease, p, by_partition[p]))
+                continue
             state = self.states.get(p)
-            if isinstance(result, BaseException):
-                failed = result
+            error = write.exception()
+            if error is not None:
+                failed = error
                 if state is not None:
-                    state.release(entries)
-            elif state is not None:
-                self._folded[p].update(k for k, _ in result)
-        if failed is not None:
+                    state.release(by_partition[p])
+                continue
+            durable.add(p)
+            if state is not None:
+                self._folded[p].update(k for k, _ in write.result())
+        if len(durable) < len(writes):
             self._after_change()
+        if not durable and failed is not None:
             raise failed
+        return [t for t in taken if t[0] in durable] if len(durable) < len(writes) else taken
+
+    def _late_lease(self, p: int, entries: list[tuple[int, int]],
+                    write: asyncio.Future[list[tuple[bytes, int]]]) -> None:
+        """A lease write given up on by its delivery has ended: the messages go back."""
+        self._stalled.discard(p)
+        state = self.states.get(p)
+        if not write.cancelled() and write.exception() is None and state is not None:
+            self._folded[p].update(k for k, _ in write.result())  # in the log: not to re-apply
+        if state is not None:
+            state.release(entries)
+        self._after_change()
 
     def _epoch(self, p: int) -> int:
         state = self.states.get(p)
@@ -348,7 +380,12 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         return min(times) if times else None
 
     def has_ready(self) -> bool:
-        return any(s.ready_count for s in self.states.values())
+        return any(s.ready_count for s in self._deliverable())
+
+    def _deliverable(self) -> list[PartitionState[Record]]:
+        if not self._stalled:
+            return list(self.states.values())
+        return [s for p, s in self.states.items() if p not in self._stalled]
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -395,13 +432,16 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     async def _checkpoint_loop(self) -> None:
         while True:
             await asyncio.sleep(self._checkpoint_interval)
-            for p, state in list(self.states.items()):
-                if state.dirty:
-                    try:
-                        await self._checkpoint(p, state, self._folded.get(p, set()),
-                                               self._log_applied.get(p, -1))
-                    except Exception as exc:  # noqa: BLE001 - retried next round; the loop must live
-                        log.warning("%s: checkpoint of partition %d failed: %s", self.name, p, exc)
+            # All partitions at once: one whose log has no leader for a while must not hold up
+            # the checkpoints (and the committed offsets) of the others.
+            await asyncio.gather(*(self._checkpoint_logged(p, state)
+                                   for p, state in list(self.states.items()) if state.dirty))
+
+    async def _checkpoint_logged(self, p: int, state: PartitionState[Record]) -> None:
+        try:
+            await self._checkpoint(p, state, self._folded.get(p, set()), self._log_applied.get(p, -1))
+        except Exception as exc:  # noqa: BLE001 - retried next round; the loop must live
+            log.warning("%s: checkpoint of partition %d failed: %s", self.name, p, exc)
 
     async def _checkpoint(
         self, p: int, state: PartitionState[Record], folded: set[bytes], log_applied: int

@@ -149,12 +149,22 @@ class StreamSession:
                 self._bytes = used
             if taken:
                 got = await self._service.deliver(self.res, runner, taken, until)
+                if len(got) < len(taken):  # some leases were not written: not outstanding here
+                    self._forget_undelivered(taken, got)
                 yield self._output(got)
                 continue
             if self._pong or self._confirmations:
                 yield self._output([])
                 continue
             await self._wait(room > 0)
+
+    def _forget_undelivered(self, taken: list[tuple[int, int, int, Record]], got: list[Delivery]) -> None:
+        delivered = {(d.record.partition, d.record.offset) for d in got}
+        for p, o, _, _ in taken:
+            if (p, o) not in delivered:
+                size = self._outstanding.pop((p, o), None)
+                if size is not None:
+                    self._bytes -= size
 
     def _give_back(self, extra: list[tuple[int, int, int, Record]]) -> None:
         for p, o, g, _ in extra:

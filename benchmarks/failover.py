@@ -1,0 +1,265 @@
+"""kill -9 a broker of a three-node Kafka cluster while the official clients publish and receive.
+
+A KRaft cluster of three combined nodes on loopback (replication factor 3, min.insync.replicas
+2, otherwise Kafka's defaults), one gateway, an exactly-once subscription read by the official
+Python subscriber (`ack_with_response`), and the official publisher at a steady rate. After a
+warm-up the node leading the most partitions of the topic (then, in the next round, the group
+coordinator of the subscription) is killed with SIGKILL, and started again after the round.
+
+Counted: publishes acknowledged and failed (and the errors clients saw), acknowledged
+publishes never received (lost), messages received again after a confirmed ack (redelivered),
+how long after the kill deliveries resumed at all and on the killed node's partitions, and the
+longest publish. `python -m benchmarks.failover --out benchmarks/results/failover.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient
+
+from benchmarks.processes import GatewayProc
+from gateway.kafka.local import LocalKafka
+from gateway.translate import names
+
+CLUSTER_SETTINGS = {"default.replication.factor": "3", "min.insync.replicas": "2"}
+PARTITIONS = 6
+
+
+@dataclass
+class Round:
+    killed: str  # which node: "leader" of most partitions, or the group "coordinator"
+    node: int
+    published: int = 0
+    publish_errors: dict[str, int] = field(default_factory=dict)
+    redelivered_after_confirmed_ack: int = 0
+    ack_failures: dict[str, int] = field(default_factory=dict)
+    resumed_any_s: float | None = None  # first delivery after the kill
+    resumed_killed_partitions_s: float | None = None  # first delivery from the node's partitions
+    longest_delivery_gap_s: float = 0.0
+    longest_publish_s: float = 0.0
+    publish_p50_s: float = 0.0
+
+
+@contextmanager
+def cluster(heap_mb: int = 384) -> Iterator[LocalKafka]:
+    kafka = LocalKafka(nodes=3, heap_mb=heap_mb, settings=CLUSTER_SETTINGS)
+    kafka.start(timeout=240)
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
+
+
+def leaders(admin: AdminClient, topic: str) -> dict[int, int]:
+    """Partition -> node id of its leader."""
+    desc = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
+    return {p.id: p.leader.id for p in desc.partitions if p.leader is not None}
+
+
+def coordinator(admin: AdminClient, group: str) -> int:
+    return int(admin.describe_consumer_groups([group])[group].result(30).coordinator.id)
+
+
+class Load:
+    """The official publisher at `rate` msg/s and the official subscriber, with their records."""
+
+    def __init__(self, address: str, topic: str, subscription: str, rate: float) -> None:
+        from google.cloud import pubsub_v1
+
+        old = os.environ.get("PUBSUB_EMULATOR_HOST")
+        os.environ["PUBSUB_EMULATOR_HOST"] = address  # the clients read it when they are made
+        try:
+            self.pub = pubsub_v1.PublisherClient()
+            self.sub = pubsub_v1.SubscriberClient()
+        finally:
+            if old is None:
+                del os.environ["PUBSUB_EMULATOR_HOST"]
+            else:
+                os.environ["PUBSUB_EMULATOR_HOST"] = old
+        self.topic, self.subscription, self.rate = topic, subscription, rate
+        self.lock = threading.Lock()
+        self.acked_publishes: dict[str, bytes] = {}  # message id -> data
+        self.publish_errors: dict[str, int] = {}
+        self.publish_seconds: list[tuple[float, float]] = []  # (started, took)
+        self.received: list[tuple[float, int, bytes]] = []  # (time, partition, data)
+        self.confirmed: set[bytes] = set()
+        self.redelivered: set[bytes] = set()
+        self.ack_failures: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._seq = 0
+        self._threads: list[threading.Thread] = []
+        self._stream: Any = None
+
+    def start(self) -> None:
+        self._stream = self.sub.subscribe(self.subscription, self._on_message)
+        thread = threading.Thread(target=self._publish_loop, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _publish_loop(self) -> None:
+        period = 1.0 / self.rate
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            data = f"m{self._seq}".encode()
+            self._seq += 1
+            started = time.monotonic()
+            future = self.pub.publish(self.topic, data)
+            future.add_done_callback(lambda f, d=data, s=started: self._published(f, d, s))
+            next_at += period
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def _published(self, future: Any, data: bytes, started: float) -> None:
+        took = time.monotonic() - started
+        try:
+            message_id = future.result()
+        except Exception as exc:
+            with self.lock:
+                kind = type(exc).__name__
+                self.publish_errors[kind] = self.publish_errors.get(kind, 0) + 1
+            return
+        with self.lock:
+            self.acked_publishes[message_id] = data
+            self.publish_seconds.append((started, took))
+
+    def _on_message(self, message: Any) -> None:
+        partition = int(message.message_id) >> 40
+        with self.lock:
+            self.received.append((time.monotonic(), partition, message.data))
+            if message.data in self.confirmed:
+                self.redelivered.add(message.data)
+        try:
+            message.ack_with_response().result(timeout=60)
+        except Exception as exc:
+            with self.lock:
+                kind = type(exc).__name__
+                self.ack_failures[kind] = self.ack_failures.get(kind, 0) + 1
+            return
+        with self.lock:
+            self.confirmed.add(message.data)
+
+    def stop_publishing(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        self.pub.stop()
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.cancel()
+            try:
+                self._stream.result(timeout=30)
+            except Exception:
+                pass
+        self.sub.close()
+
+
+def _figures(load: Load, rnd: Round, killed_at: float, parts: set[int], since: float) -> None:
+    with load.lock:
+        received = sorted(t for t in load.received if t[0] >= since)
+        rnd.published = sum(1 for s, _ in load.publish_seconds if s >= since)
+        rnd.publish_errors = dict(load.publish_errors)
+        rnd.redelivered_after_confirmed_ack = len(load.redelivered)
+        rnd.ack_failures = dict(load.ack_failures)
+        took = [d for s, d in load.publish_seconds if s >= since]
+    after = [t for t, _, _ in received if t > killed_at]
+    rnd.resumed_any_s = round(after[0] - killed_at, 2) if after else None
+    mine = [t for t, p, _ in received if t > killed_at and p in parts]
+    rnd.resumed_killed_partitions_s = round(mine[0] - killed_at, 2) if mine else None
+    times = [t for t, _, _ in received]
+    rnd.longest_delivery_gap_s = round(max((b - a for a, b in itertools.pairwise(times)),
+                                           default=0.0), 2)
+    rnd.longest_publish_s = round(max(took, default=0.0), 2)
+    rnd.publish_p50_s = round(statistics.median(took), 3) if took else 0.0
+
+
+def run(rounds: int = 2, rate: float = 200.0, before: float = 8.0, after: float = 25.0,
+        log_dir: Path | None = None) -> dict[str, Any]:
+    log_dir = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
+    out: dict[str, Any] = {"cluster": {"nodes": 3, **CLUSTER_SETTINGS}, "rate_msg_s": rate,
+                           "partitions": PARTITIONS, "rounds": []}
+    with cluster() as kafka:
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        prefix = f"fo{uuid.uuid4().hex[:6]}"
+        gw = GatewayProc(kafka.bootstrap, prefix, log_dir / f"failover-{prefix}.log",
+                         "--log-level", "INFO")
+        try:
+            topic, subscription = "projects/p/topics/failover", "projects/p/subscriptions/failover"
+            load = Load(gw.address, topic, subscription, rate)
+            load.pub.create_topic(request={"name": topic, "labels": {"kafka-partitions": str(PARTITIONS)}})
+            load.sub.create_subscription(request={
+                "name": subscription, "topic": topic, "ack_deadline_seconds": 30,
+                "enable_exactly_once_delivery": True})
+            kafka_topic = names.kafka_topic_for(topic)
+            group: str | None = None
+            load.start()
+            for i in range(rounds):
+                since = time.monotonic()
+                time.sleep(before)
+                lead = leaders(admin, kafka_topic)
+                if i % 2 == 0:
+                    counts: dict[int, int] = {}
+                    for node in lead.values():
+                        counts[node] = counts.get(node, 0) + 1
+                    node, what = max(counts, key=lambda n: counts[n]), "leader"
+                else:
+                    group = group or next(
+                        g.group_id for g in admin.list_consumer_groups().result(30).valid
+                        if g.group_id.startswith(f"{prefix}."))
+                    node, what = coordinator(admin, group), "coordinator"
+                parts = {p for p, n in lead.items() if n == node}
+                rnd = Round(what, node)
+                killed_at = time.monotonic()
+                kafka.kill_node(node)
+                time.sleep(after)
+                _figures(load, rnd, killed_at, parts, since)
+                out["rounds"].append(asdict(rnd))
+                kafka.start_node(node, timeout=180)
+            load.stop_publishing()
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                with load.lock:
+                    missing = [d for d in load.acked_publishes.values()
+                               if d not in {x for _, _, x in load.received}]
+                if not missing:
+                    break
+                time.sleep(1)
+            with load.lock:
+                received = {d for _, _, d in load.received}
+                out["acknowledged_publishes"] = len(load.acked_publishes)
+                out["lost_in_total"] = sum(1 for d in load.acked_publishes.values() if d not in received)
+                out["redelivered_after_confirmed_ack"] = len(load.redelivered)
+                out["publish_errors"] = dict(load.publish_errors)
+                out["ack_failures"] = dict(load.ack_failures)
+            load.close()
+        finally:
+            gw.stop()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/failover.json"))
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rate", type=float, default=200.0)
+    args = parser.parse_args()
+    figures = run(rounds=args.rounds, rate=args.rate)
+    args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
