@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint unit protos bench bench-quick test-kafka-versions clean
+.PHONY: run test lint unit protos bench bench-quick test-kafka-versions test-cluster clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -38,6 +38,10 @@ lint: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+## test-cluster: a three-broker cluster loses a broker under load (3 JVMs; a few minutes)
+test-cluster: $(STAMP)
+	$(BIN)/python -m pytest -m cluster
 
 ## test-kafka-versions: the core end-to-end tests on the oldest supported Kafka and the newest
 KAFKA_VERSIONS ?= $(shell $(BIN)/python -c 'from gateway.kafka.brokerjars import KAFKA_VERSION as n, OLDEST_SUPPORTED as o; print(o, n)' 2>/dev/null)

@@ -240,7 +240,19 @@ def run(rounds: int = 2, rate: float = 200.0, before: float = 8.0, after: float 
             with load.lock:
                 received = {d for _, _, d in load.received}
                 out["acknowledged_publishes"] = len(load.acked_publishes)
-                out["lost_in_total"] = sum(1 for d in load.acked_publishes.values() if d not in received)
+                missing = {m: d for m, d in load.acked_publishes.items() if d not in received}
+                out["lost_in_total"] = len(missing)  # acknowledged, not received 2 minutes on
+                by_partition: dict[str, int] = {}
+                for m in missing:
+                    key = str(int(m) >> 40)
+                    by_partition[key] = by_partition.get(key, 0) + 1
+                out["lost_by_partition"] = by_partition
+                start = min((t for t, _, _ in load.received), default=0.0)
+                timeline: dict[str, int] = {}
+                for t, _, _ in load.received:
+                    key = str(int((t - start) // 5 * 5))
+                    timeline[key] = timeline.get(key, 0) + 1
+                out["received_per_5_s"] = timeline
                 out["redelivered_after_confirmed_ack"] = len(load.redelivered)
                 out["publish_errors"] = dict(load.publish_errors)
                 out["ack_failures"] = dict(load.ack_failures)

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks import failover
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
 
 @pytest.mark.timeout(600)
