@@ -52,11 +52,14 @@ class Round:
     longest_delivery_gap_s: float = 0.0
     longest_publish_s: float = 0.0
     publish_p50_s: float = 0.0
+    # Per second after the kill: messages received, and publishes started that succeeded.
+    received_per_s: list[int] = field(default_factory=list)
+    published_per_s: list[int] = field(default_factory=list)
 
 
 @contextmanager
-def cluster(heap_mb: int = 384) -> Iterator[LocalKafka]:
-    kafka = LocalKafka(nodes=3, heap_mb=heap_mb, settings=CLUSTER_SETTINGS)
+def cluster(heap_mb: int = 384, settings: dict[str, str] | None = None) -> Iterator[LocalKafka]:
+    kafka = LocalKafka(nodes=3, heap_mb=heap_mb, settings={**CLUSTER_SETTINGS, **(settings or {})})
     kafka.start(timeout=240)
     try:
         yield kafka
@@ -141,15 +144,21 @@ class Load:
             self.received.append((time.monotonic(), partition, message.data))
             if message.data in self.confirmed:
                 self.redelivered.add(message.data)
+        # Not waited for here: the client runs callbacks on 10 threads, and a callback that
+        # blocked on its ack would cap receiving at 10 per ack round trip.
+        message.ack_with_response().add_done_callback(
+            lambda f, d=message.data: self._acked(f, d))
+
+    def _acked(self, future: Any, data: bytes) -> None:
         try:
-            message.ack_with_response().result(timeout=60)
+            future.result()
         except Exception as exc:
             with self.lock:
                 kind = type(exc).__name__
                 self.ack_failures[kind] = self.ack_failures.get(kind, 0) + 1
             return
         with self.lock:
-            self.confirmed.add(message.data)
+            self.confirmed.add(data)
 
     def stop_publishing(self) -> None:
         self._stop.set()
@@ -184,14 +193,26 @@ def _figures(load: Load, rnd: Round, killed_at: float, parts: set[int], since: f
                                            default=0.0), 2)
     rnd.longest_publish_s = round(max(took, default=0.0), 2)
     rnd.publish_p50_s = round(statistics.median(took), 3) if took else 0.0
+    with load.lock:
+        started = [s for s, _ in load.publish_seconds if s > killed_at]
+    seconds = int(time.monotonic() - killed_at)
+    rnd.received_per_s = [sum(1 for t in after if i <= t - killed_at < i + 1) for i in range(seconds)]
+    rnd.published_per_s = [sum(1 for s in started if i <= s - killed_at < i + 1) for i in range(seconds)]
 
 
 def run(rounds: int = 2, rate: float = 200.0, before: float = 8.0, after: float = 25.0,
-        log_dir: Path | None = None) -> dict[str, Any]:
+        log_dir: Path | None = None, detect_ms: int | None = None) -> dict[str, Any]:
+    """`detect_ms`: the brokers' `broker.session.timeout.ms` (Kafka's default is 9000), how long
+    the controller takes to fence a dead broker. Until then every acks=all write to a partition
+    the dead broker follows waits for it, the partitions of all other leaders included."""
     log_dir = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
-    out: dict[str, Any] = {"cluster": {"nodes": 3, **CLUSTER_SETTINGS}, "rate_msg_s": rate,
+    extra = {} if detect_ms is None else {
+        "broker.session.timeout.ms": str(detect_ms),
+        "broker.heartbeat.interval.ms": str(max(500, detect_ms // 3)),
+    }
+    out: dict[str, Any] = {"cluster": {"nodes": 3, **CLUSTER_SETTINGS, **extra}, "rate_msg_s": rate,
                            "partitions": PARTITIONS, "rounds": []}
-    with cluster() as kafka:
+    with cluster(settings=extra) as kafka:
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         prefix = f"fo{uuid.uuid4().hex[:6]}"
         gw = GatewayProc(kafka.bootstrap, prefix, log_dir / f"failover-{prefix}.log",
@@ -229,14 +250,19 @@ def run(rounds: int = 2, rate: float = 200.0, before: float = 8.0, after: float 
                 out["rounds"].append(asdict(rnd))
                 kafka.start_node(node, timeout=180)
             load.stop_publishing()
-            deadline = time.monotonic() + 120
+            stopped_at = time.monotonic()
+            deadline = stopped_at + 120
             while time.monotonic() < deadline:
+                # Copies taken under the lock, compared outside it: the subscriber's callbacks
+                # need the lock to record what they receive.
                 with load.lock:
-                    missing = [d for d in load.acked_publishes.values()
-                               if d not in {x for _, _, x in load.received}]
-                if not missing:
+                    published = list(load.acked_publishes.values())
+                    received_now = [d for _, _, d in load.received]
+                seen = set(received_now)
+                if all(d in seen for d in published):
                     break
                 time.sleep(1)
+            out["caught_up_after_s"] = round(time.monotonic() - stopped_at, 2)
             with load.lock:
                 received = {d for _, _, d in load.received}
                 out["acknowledged_publishes"] = len(load.acked_publishes)
@@ -267,8 +293,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/failover.json"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--detect-ms", type=int, default=None,
+                        help="the brokers' broker.session.timeout.ms (Kafka's default: 9000)")
     args = parser.parse_args()
-    figures = run(rounds=args.rounds, rate=args.rate)
+    figures = run(rounds=args.rounds, rate=args.rate, detect_ms=args.detect_ms)
     args.out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))
 

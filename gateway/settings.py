@@ -37,7 +37,9 @@ class Settings:
     default_partitions: int = 4
     replication_factor: int = -1
     pull_max_wait_seconds: float = 5.0
-    session_timeout_ms: int = 10_000
+    # Longer than a dead group coordinator takes to move (the broker's session, 9 s, and an
+    # election): a shorter one costs every member its partitions when a coordinator dies.
+    session_timeout_ms: int = 20_000
     idle_subscription_seconds: float = 300.0
     checkpoint_interval_seconds: float = 1.0
     shutdown_grace_seconds: float = 5.0
@@ -167,7 +169,10 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--default-partitions", type=int, default=default("default_partitions"))
     p("--replication-factor", type=int, default=default("replication_factor"))
     p("--pull-max-wait-seconds", type=float, default=default("pull_max_wait_seconds"))
-    p("--session-timeout-ms", type=int, default=default("session_timeout_ms"))
+    p("--session-timeout-ms", type=int, default=default("session_timeout_ms"),
+      help="consumer-group session of each subscription's member (default 20,000): how long a "
+           "crashed process holds its partitions, and how long a dead group coordinator may "
+           "take to move before members lose theirs")
     p("--idle-subscription-seconds", type=float, default=default("idle_subscription_seconds"))
     p("--checkpoint-interval-seconds", type=float, default=default("checkpoint_interval_seconds"))
     p("--shutdown-grace-seconds", type=float, default=default("shutdown_grace_seconds"))

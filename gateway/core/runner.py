@@ -140,9 +140,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._loop.call_soon_threadsafe(self.joined.set)
 
     def on_assigned(self, partitions: list[int], committed: dict[int, int]) -> dict[int, int]:
+        # Every partition recovered before any is installed: a failure leaves nothing half
+        # done, and the fetcher calls again.
+        recovered = {p: self._recover(p, committed.get(p, 0)) for p in partitions}
         starts: dict[int, int] = {}
-        for p in partitions:
-            state, folded, log_end = self._recover(p, committed.get(p, 0))
+        for p, (state, folded, log_end) in recovered.items():
             asyncio.run_coroutine_threadsafe(self._install(p, state, folded, log_end), self._loop).result(30)
             self._log_reader.add({(self.writer.topic, p): log_end})
             starts[p] = state.watermark
@@ -283,19 +285,28 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             if self._seeking.get(p) == offset:
                 del self._seeking[p]
 
-    def apply_local(self, p: int, cmd: Command, key: bytes, settles: bool = False) -> None:
-        """Apply a command this process has just written durably to the log.
+    def apply_local(self, p: int, cmd: Command, key: bytes | None, settles: bool = False) -> None:
+        """Apply a command this process has written to the log (`key`), or is still writing
+        (None: its key is folded when the write ends).
 
         `settles`: the command ends deliveries (an ack or a nack); streams holding them get room.
         """
         state = self.states.get(p)
         if state is not None:
             state.apply(cmd, now_ms())
-            self._folded[p].add(key)
+            if key is not None:
+                self._folded[p].add(key)
         if settles and self.settle_listeners:
             offsets = _offsets_of(cmd)
             for listener in list(self.settle_listeners):
                 listener(p, offsets)
+
+    def fold(self, p: int, key: bytes) -> None:
+        """A command applied here before its write ended is in the log now: its key is
+        tombstoned with the next checkpoint, and the log reader skips it."""
+        folded = self._folded.get(p)
+        if folded is not None:
+            folded.add(key)
 
     def _after_change(self) -> None:
         self._update_wants()

@@ -307,26 +307,46 @@ class GroupFetcher:
 
     def _on_assign(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
         parts = [tp.partition for tp in tps]
-        try:
-            tps_now = [TopicPartition(self._topic, p) for p in parts]
-            committed = {
-                tp.partition: tp.offset
-                for tp in consumer.committed(tps_now, timeout=30) if tp.offset >= 0
-            } if parts else {}
-            starts = self._listener.on_assigned(parts, committed) if parts else {}
-        except Exception:
-            log.exception("recovering partitions %s of %s failed", parts, self._topic)
-            raise
+        starts = self._recover(consumer, parts) if parts else {}
+        if not self._running:
+            return
         consumer.incremental_assign([TopicPartition(self._topic, p, starts[p]) for p in parts])
         self._assigned = self._assigned.union(parts)
         if self._on_joined is not None:
             self._on_joined()
 
+    def _recover(self, consumer: confluent_kafka.Consumer, parts: list[int]) -> dict[int, int]:
+        """The listener's start offsets for newly owned partitions, retried until it gives them
+        (or the fetcher stops): a broker that died may lead the partitions read to recover
+        them until the controller notices, and an exception here would end this thread and
+        with it the subscription in this process. The member stays in its group meanwhile
+        (heartbeats run on librdkafka's thread); the partitions are not fetched until then."""
+        delay = 0.5
+        while True:
+            try:
+                tps_now = [TopicPartition(self._topic, p) for p in parts]
+                committed = {
+                    tp.partition: tp.offset
+                    for tp in consumer.committed(tps_now, timeout=30) if tp.offset >= 0
+                }
+                return self._listener.on_assigned(parts, committed)
+            except Exception as exc:  # noqa: BLE001 - retried: see above
+                if not self._running:
+                    return {}
+                log.warning("recovering partitions %s of %s failed, retrying in %.1f s: %s",
+                            parts, self._topic, delay, exc)
+                self._demand.wait(delay)
+                delay = min(delay * 2, 10.0)
+
     def _revoke(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition], lost: bool) -> None:
         parts = [tp.partition for tp in tps]
         if not parts:
             return
-        final = self._listener.on_revoked(parts, lost)
+        try:
+            final = self._listener.on_revoked(parts, lost)
+        except Exception:  # the partitions go anyway; their state is in the log
+            log.exception("giving up partitions %s of %s: final checkpoints failed", parts, self._topic)
+            final = {}
         if final and not lost:
             self._commit(final, asynchronous=False)
         self._assigned = self._assigned.difference(parts)

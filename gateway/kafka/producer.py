@@ -2,14 +2,23 @@
 
 A confluent-kafka Producer with a poll thread; delivery reports are handed back to the event
 loop with `call_soon_threadsafe`, one hand-over per batch rather than per record.
+
+Records without a key may go to any partition. When the caller says how many the topic has,
+the producer picks one per call itself, among the partitions with no write outstanding for
+longer than SLOW_WRITE_SECONDS: a broker that dies leads its partitions until the controller
+notices (9 s by default), and until then every write to them waits, so records that could go
+anywhere go elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import logging
+import random
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 
 import confluent_kafka
@@ -20,6 +29,8 @@ from gateway.kafka.clientlog import client_logger
 
 log = logging.getLogger(__name__)
 _rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
+
+SLOW_WRITE_SECONDS = 1.0
 
 Headers = list[tuple[str, str | bytes | None]]
 DeliveryCallback = Callable[[confluent_kafka.KafkaError | None, confluent_kafka.Message], None]
@@ -84,6 +95,10 @@ class Producer:
         self._thread: threading.Thread | None = None
         self._running = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # (topic, partition) -> {call: when it started} for calls writing there and not yet
+        # confirmed, oldest first. Touched on the event loop only.
+        self._writing: dict[tuple[str, int], dict[int, float]] = {}
+        self._calls = itertools.count()
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -117,29 +132,59 @@ class Producer:
         await self.stop()
 
     async def send(
-        self, topic: str, records: Sequence[OutRecord], partition: int | None = None
+        self, topic: str, records: Sequence[OutRecord], partition: int | None = None,
+        spread: int = 0,
     ) -> list[tuple[int, int]]:
-        """Write records and wait until Kafka confirms all; returns (partition, offset) each."""
+        """Write records and wait until Kafka confirms all; returns (partition, offset) each.
+
+        `partition` None: keyed records go where the partitioner puts them; records without a
+        key too, unless `spread` gives the topic's partition count: then they all go to one
+        partition the producer picks, avoiding those slow to confirm."""
         if self._producer is None or self._loop is None:
             raise Unavailable("The gateway is shutting down.")
+        if not records:
+            return []
         batch = _Batch(self._loop, len(records))
         produce = self._producer.produce
         target = -1 if partition is None else partition  # -1: the partitioner decides
+        keyless = self._pick(topic, spread) if partition is None and spread > 0 else -1
         for i, (key, value, headers) in enumerate(records):
             while True:
                 try:
                     produce(
                         topic, value=value, key=key, headers=headers, on_delivery=batch.callback(i),
-                        partition=target,
+                        partition=keyless if key is None and keyless >= 0 else target,
                     )
                     break
                 except BufferError:
                     await asyncio.sleep(0.005)  # local queue full: let the poll thread drain it
                 except confluent_kafka.KafkaException as exc:
                     raise _translate(exc.args[0]) from exc
-        if not records:
-            return []
-        return await batch.future
+        watched = target if target >= 0 else keyless
+        if watched < 0:
+            return await batch.future
+        call, where = next(self._calls), (topic, watched)
+        self._writing.setdefault(where, {})[call] = time.monotonic()
+        try:
+            return await batch.future
+        finally:
+            calls = self._writing[where]
+            del calls[call]
+            if not calls:
+                del self._writing[where]
+
+    def _slow(self, topic: str, partition: int, now: float) -> bool:
+        calls = self._writing.get((topic, partition))
+        return calls is not None and next(iter(calls.values())) < now - SLOW_WRITE_SECONDS
+
+    def _pick(self, topic: str, partitions: int) -> int:
+        """A random partition of the topic, among those not slow to confirm if any."""
+        first = random.randrange(partitions)
+        now = time.monotonic()
+        if not self._slow(topic, first, now):
+            return first
+        fine = [p for p in range(partitions) if not self._slow(topic, p, now)]
+        return random.choice(fine) if fine else first
 
     async def send_one(
         self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
