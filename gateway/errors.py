@@ -60,9 +60,14 @@ class AckIdsFailed(InvalidArgument):
     (`PERMANENT_FAILURE_INVALID_ACK_ID` or `TRANSIENT_FAILURE_...`), as the clients expect in the
     ErrorInfo of the status details."""
 
-    def __init__(self, message: str, failures: dict[str, str]) -> None:
+    def __init__(self, message: str, failures: dict[str, str], retry_rest: bool = False) -> None:
+        """`retry_rest`: not every id could be listed; the call fails with ABORTED, which the
+        official subscribers retry for the ids not listed (and which the generated clients do
+        not retry whole, as they would UNAVAILABLE)."""
         super().__init__(message)
         self.failures = failures
+        if retry_rest:
+            self.code = Code.ABORTED
 
 
 class NotFound(GatewayError):

@@ -1,15 +1,17 @@
 """Pull, Acknowledge and ModifyAckDeadline, for any subscription, in any gateway process.
 
 Pulls are served by this process's runner of the subscription (started on first use, stopped
-after a while unused). Acks and deadline changes may name messages of partitions another
-process owns: they are written to the lease/ack log, which the owner follows; when this process
-owns the partition it applies them at once as well.
+after a while unused). An ack or deadline change counts only for a message currently leased
+under that ack id, and only the owner of its partition knows the leases: this process judges
+the ids of partitions it owns, writes the valid ones to the lease/ack log and applies them at
+once; ids of partitions another process owns are forwarded to that process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -36,6 +38,11 @@ log = logging.getLogger(__name__)
 # How long a runner's first pull waits for the group to assign partitions, before its own wait
 # for messages: a new group's initial rebalance delay (3 s by default) plus a join.
 JOIN_WAIT_SECONDS = 30.0
+# How long an ack or deadline change waits for its lease-log write before it answers: a write
+# waits for as long as its log partition has no leader (a dead broker led it, until the
+# controller notices: 9 s by default), and the official clients block their stream or their
+# ack thread on these calls. What is still being written then is answered as _settle says.
+SETTLE_PATIENCE_SECONDS = 1.0
 
 
 def _require_source(res: Resource) -> None:
@@ -104,6 +111,10 @@ class DeliveryService:
             old = self._runners.pop(res.name, None)
             if old is not None:  # of an earlier subscription of that name, whose log is gone
                 await old.stop(discard=True)
+            if names.reserved_kafka_topic(res.meta["kafka_topic"], self._settings.internal_prefix):
+                raise FailedPrecondition(  # stored by an older gateway: never served
+                    f"The subscription {res.name} reads the Kafka topic {res.meta['kafka_topic']}, "
+                    "which belongs to Kafka or to the gateway.")
             await self._verify_log(res)
             runner = SubscriptionRunner(
                 name=res.name,
@@ -233,25 +244,69 @@ class DeliveryService:
         if not ack_ids:
             raise InvalidArgument("No ack IDs given (ack_ids).")
         tag = ackids.subscription_tag(res.name, res.meta["uid"])
+        partitions = int(res.meta["partitions"])
         out: dict[int, list[Ref]] = {}
         for ack_id in ack_ids:
             try:
                 ref = ackids.decode(ack_id)
             except ackids.MalformedAckId:
                 raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} (ack_ids).") from None
-            if ref.tag == tag:
-                out.setdefault(ref.partition, []).append((ack_id, ref))
+            if ref.tag != tag:
+                continue
+            if not 0 <= ref.partition < partitions:
+                raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} names no partition of "
+                                      f"{res.name} (ack_ids).")
+            out.setdefault(ref.partition, []).append((ack_id, ref))
         return out
 
-    async def _write(self, res: Resource, cmds: dict[int, Command], settles: bool) -> None:
+    async def _write(
+        self, res: Resource, cmds: dict[int, Command], settles: bool, early: bool
+    ) -> tuple[set[int], dict[int, BaseException]]:
+        """Write each partition's command and apply it here once durable. Returns the
+        partitions whose write is still under way after SETTLE_PATIENCE_SECONDS and those
+        whose write failed. A late write is applied here when it ends, or, if `early`, at once
+        (and when it ends only its key is folded: applying an older deadline change again
+        could undo a newer one)."""
         writer = self._writer(res)
-        results = await asyncio.gather(*(writer.write(p, [c]) for p, c in cmds.items()))
+        writes = {p: asyncio.ensure_future(writer.write(p, [c])) for p, c in cmds.items()}
+        if not writes:
+            return set(), {}
+        await asyncio.wait(writes.values(), timeout=SETTLE_PATIENCE_SECONDS)
+        late: set[int] = set()
+        failed: dict[int, BaseException] = {}
         runner = self._runners.get(res.name)
-        if runner is not None:
-            for (p, cmd), written in zip(cmds.items(), results, strict=True):
-                runner.apply_local(p, cmd, written[0][0], settles)
-            if settles:
-                runner.ready.set()
+        for p, write in writes.items():
+            if not write.done():
+                late.add(p)
+                if early and runner is not None:
+                    runner.apply_local(p, cmds[p], None, settles)
+                write.add_done_callback(functools.partial(
+                    self._written_late, res.name, p, None if early else cmds[p], settles))
+            elif (error := write.exception()) is not None:
+                failed[p] = error
+            elif runner is not None:
+                runner.apply_local(p, cmds[p], write.result()[0][0], settles)
+        if settles and runner is not None:
+            runner.ready.set()
+        return late, failed
+
+    def _written_late(self, name: str, p: int, cmd: Command | None, settles: bool,
+                      write: asyncio.Future[list[tuple[bytes, int]]]) -> None:
+        """A write answered before it ended has ended: apply `cmd`, or if it was applied
+        early (None), fold its key like that of any command applied here."""
+        runner = self._runners.get(name)
+        if runner is None or write.cancelled():
+            return
+        if write.exception() is not None:
+            log.info("%s: a late lease-log write of partition %d failed: %s", name, p, write.exception())
+            return
+        key = write.result()[0][0]
+        if cmd is None:
+            runner.fold(p, key)
+            return
+        runner.apply_local(p, cmd, key, settles)
+        if settles:
+            runner.ready.set()
 
     async def acknowledge(self, subscription: str, ack_ids: Sequence[str], forwarded: bool = False) -> None:
         await self._settle(subscription, ack_ids, None, forwarded)
@@ -267,18 +322,35 @@ class DeliveryService:
     ) -> None:
         """Ack (seconds None) or set deadlines. With exactly-once delivery, only current leases
         count: the others are reported per id, and ids of partitions another process owns are
-        judged by that process."""
+        judged by that process.
+
+        A write still under way after SETTLE_PATIENCE_SECONDS (its log partition lost its
+        leader) goes on in the background. Its deadline change, or its ack without exactly-once,
+        takes effect in this process at once and is answered OK: it is in the next checkpoint,
+        and if this process dies first the message is only delivered again, as at-least-once
+        allows. An exactly-once ack is answered OK only once durable: until then its ids are
+        reported as transient failures, which the client retries."""
         res = self._subscription(subscription)
         refs = self._parse(res, ack_ids)
         self._activity.touch(res)
         epoch = int(res.meta.get("epoch", 0))
-        if not res.proto.enable_exactly_once_delivery:
-            await self._write(res, commands(refs, seconds, epoch), settles=seconds in (None, 0))
-            return
+        settles = seconds in (None, 0)
         runner = self._runners.get(res.name)
         local, remote = exactly_once.split(runner, refs)
         valid, failures = exactly_once.judge(runner, local, seconds, now_ms())
-        await self._write(res, commands(valid, seconds, epoch), settles=seconds in (None, 0))
+        if not res.proto.enable_exactly_once_delivery:
+            # Ids of no current lease change nothing and are not reported (ack ids can be made
+            # up: only the owner's leases say which are real). The owner judges the others.
+            _, failed = await self._write(res, commands(valid, seconds, epoch), settles, early=True)
+            if failed:
+                raise next(iter(failed.values()))
+            if remote:
+                await self._forward(res, remote, seconds, forwarded)
+            return
+        late, failed = await self._write(res, commands(valid, seconds, epoch), settles,
+                                         early=seconds is not None)
+        for p in (late if seconds is None else set()) | failed.keys():
+            failures |= dict.fromkeys((i for i, _ in valid[p]), exactly_once.NOT_WRITTEN)
         if remote:
             failures |= await self._forward(res, remote, seconds, forwarded)
         if failures:

@@ -23,6 +23,7 @@ INVALID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 NOT_OWNER = "TRANSIENT_FAILURE_PARTITION_MOVING"
 UNREACHABLE = "TRANSIENT_FAILURE_OWNER_UNREACHABLE"
 SUCCEEDED_IN_FAILED_CALL = "TRANSIENT_FAILURE_RETRY_ALONE"
+NOT_WRITTEN = "TRANSIENT_FAILURE_LOG_UNAVAILABLE"  # the ack is not durable yet
 HOLD_MS = 10_000  # a valid lease does not expire while its ack is being written
 
 
@@ -67,10 +68,33 @@ def judge(runner: SubscriptionRunner | None, local: dict[int, list[Ref]], second
     return valid, failures
 
 
+# The reasons travel in a gRPC trailer (ErrorInfo in grpc-status-details-bin, base64 on the
+# wire), and gRPC clients drop a response whose metadata passes 16 KiB.
+MAX_LISTED_BYTES = 6_000
+
+
 def failed(ack_ids: Sequence[str], failures: dict[str, str]) -> AckIdsFailed:
     listed = {i: failures.get(i, SUCCEEDED_IN_FAILED_CALL) for i in ack_ids}
     bad = sum(1 for r in failures.values() if not r.startswith("TRANSIENT_"))
-    return AckIdsFailed(
-        f"{len(failures)} of {len(ack_ids)} ack IDs failed ({bad} invalid: their leases expired, "
-        "were superseded by a redelivery, or were acknowledged).", listed,
-    )
+    message = (f"{len(failures)} of {len(ack_ids)} ack IDs failed ({bad} invalid: their leases "
+               "expired, were superseded by a redelivery, or were acknowledged).")
+    if _size(listed) <= MAX_LISTED_BYTES:
+        return AckIdsFailed(message, listed)
+    # Too many to list: the failures that fit (permanent ones first), in a call failing with a
+    # status the subscribers retry for the ids not listed; each retry lists more.
+    part: dict[str, str] = {}
+    size = 0
+    for ack_id, reason in sorted(failures.items(), key=lambda f: f[1].startswith("TRANSIENT_")):
+        size += _entry_size(ack_id, reason)
+        if size > MAX_LISTED_BYTES:
+            break
+        part[ack_id] = reason
+    return AckIdsFailed(message + f" Listed: {len(part)}; retry the others.", part, retry_rest=True)
+
+
+def _entry_size(ack_id: str, reason: str) -> int:
+    return len(ack_id) + len(reason) + 8  # a map entry's tags and lengths
+
+
+def _size(listed: dict[str, str]) -> int:
+    return sum(_entry_size(i, r) for i, r in listed.items())

@@ -22,7 +22,7 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Resource, ResourceStore
-from gateway.errors import AlreadyExists, InvalidArgument, NotFound
+from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
 from gateway.leases import logformat
@@ -139,6 +139,11 @@ class SubscriptionService:
             sub.topic_message_retention_duration.CopyFrom(topic.proto.message_retention_duration)
         uid = uuid.uuid4().hex[:8]
         kafka_topic, partitions = topic.meta["kafka_topic"], topic.meta["partitions"]
+        if names.reserved_kafka_topic(kafka_topic, self._settings.internal_prefix):
+            # Only a topic stored by an older gateway, which let the label name any topic.
+            raise FailedPrecondition(
+                f"The topic {sub.topic} reads the Kafka topic {kafka_topic}, which belongs to "
+                "Kafka or to the gateway: no subscription may read it.")
         meta = {
             "uid": uid,
             "kafka_topic": kafka_topic,

@@ -52,12 +52,14 @@ class TopicService:
         adopted = ADOPT_LABEL in topic.labels
         if adopted:
             kafka = names.check_kafka_topic(topic.labels[ADOPT_LABEL])
+            self._refuse_reserved(kafka, f"the label {ADOPT_LABEL}")
             found = await self._admin.partitions(kafka)
             if found is None:
                 raise NotFound(f"Kafka topic {kafka} to adopt for {name} does not exist")
             partitions = found
         else:
             kafka = names.kafka_topic_for(name)
+            self._refuse_reserved(kafka, "the topic's name")
             config = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **_retention(topic)}
             existing = await self._admin.partitions(kafka)
             if existing is None:
@@ -75,6 +77,13 @@ class TopicService:
         stored = await self._store.create(res)
         log.info("created topic %s on Kafka topic %s (%d partitions)", name, kafka, partitions)
         return stored.proto
+
+    def _refuse_reserved(self, kafka: str, source: str) -> None:
+        if names.reserved_kafka_topic(kafka, self._settings.internal_prefix):
+            raise InvalidArgument(
+                f"Invalid Kafka topic {kafka!r} (from {source}): names starting with '__' or "
+                f"{self._settings.internal_prefix!r} belong to Kafka or to the gateway itself."
+            )
 
     async def _take_on(self, name: str, kafka: str, found: int, partitions: int,
                        config: dict[str, str]) -> None:
@@ -139,8 +148,12 @@ class TopicService:
     async def publish(self, name: str, messages: Sequence[limits.OutgoingMessage]) -> list[str]:
         limits.check_publish(messages)
         res = self.get(name)
+        self._refuse_reserved(res.meta["kafka_topic"], "a topic stored by an older gateway")
         out = [records.to_record(m.data, m.attributes, m.ordering_key) for m in messages]
-        done = await self._producer.send(res.meta["kafka_topic"], out)
+        # Records without an ordering key go to any of the partitions the topic had when it
+        # was made or adopted (one per call), away from any whose broker is gone.
+        done = await self._producer.send(res.meta["kafka_topic"], out,
+                                         spread=int(res.meta.get("partitions") or 0))
         return [records.message_id(p, o) for p, o in done]
 
 

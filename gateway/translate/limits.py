@@ -105,3 +105,21 @@ def max_messages(n: int) -> int:
     if n <= 0:
         raise InvalidArgument(f"max_messages must be positive, got {n}.")
     return n
+
+
+# google.protobuf.Timestamp: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999999Z.
+TIMESTAMP_MIN_SECONDS, TIMESTAMP_MAX_SECONDS = -62_135_596_800, 253_402_300_799
+
+
+def seek_time_ms(seconds: int, nanos: int, field: str = "time") -> int:
+    """A Seek's time in milliseconds since the epoch, for Kafka's offset-for-time lookup.
+
+    Out-of-range Timestamps are refused. A time before 1970 seeks to the oldest retained
+    message, like any time before it: Kafka reads negative timestamps as its special
+    "latest" (-1) and "earliest" (-2) markers, so they are never passed on."""
+    if not TIMESTAMP_MIN_SECONDS <= seconds <= TIMESTAMP_MAX_SECONDS or not 0 <= nanos <= 999_999_999:
+        raise InvalidArgument(
+            f"Invalid {field}: a Timestamp must lie between 0001-01-01 and 9999-12-31 with nanos "
+            f"in 0..999999999 (got seconds={seconds}, nanos={nanos})."
+        )
+    return max(0, seconds * 1000 + nanos // 1_000_000)

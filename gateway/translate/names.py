@@ -119,6 +119,13 @@ def check_kafka_topic(kafka: str) -> KafkaTopic:
     return KafkaTopic(kafka)
 
 
+def reserved_kafka_topic(kafka: str, internal_prefix: str) -> bool:
+    """Topics the API must never reach: Kafka's own (`__consumer_offsets`, `__transaction_state`,
+    any `__*`) and the gateway's (resources, push signing keys, lease logs, all under the
+    internal prefix)."""
+    return kafka.startswith(("__", internal_prefix))
+
+
 def internal_topic(prefix: str, kind: str, name: str = "", uid: str = "") -> KafkaTopic:
     """A gateway-internal topic: `<prefix>_g<kind>[.<escaped name>][.<uid>]`, hashed if too long."""
     base = f"{prefix}_g{kind}"

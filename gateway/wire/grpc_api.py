@@ -25,7 +25,7 @@ from gateway.core.streams import Confirmation, StreamSession, check_modacks
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
 from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
-from gateway.translate import records
+from gateway.translate import limits, records
 from gateway.translate.limits import OutgoingMessage
 from gateway.wire.peers import DETAILS_KEY, FORWARDED
 
@@ -312,7 +312,8 @@ class Subscriber(pb_grpc.SubscriberServicer):
         if request.snapshot:
             await self._snapshots.seek_to_snapshot(request.subscription, request.snapshot)
         else:
-            await self._snapshots.seek_to_time(request.subscription, request.time.ToMilliseconds())
+            when = limits.seek_time_ms(request.time.seconds, request.time.nanos)
+            await self._snapshots.seek_to_time(request.subscription, when)
         return pb.SeekResponse()
 
 
