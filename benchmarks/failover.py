@@ -130,9 +130,7 @@ class Load:
         try:
             message_id = future.result()
         except Exception as exc:
-            with self.lock:
-                kind = type(exc).__name__
-                self.publish_errors[kind] = self.publish_errors.get(kind, 0) + 1
+            self._tally(self.publish_errors, exc)
             return
         with self.lock:
             self.acked_publishes[message_id] = data
@@ -153,12 +151,15 @@ class Load:
         try:
             future.result()
         except Exception as exc:
-            with self.lock:
-                kind = type(exc).__name__
-                self.ack_failures[kind] = self.ack_failures.get(kind, 0) + 1
+            self._tally(self.ack_failures, exc)
             return
         with self.lock:
             self.confirmed.add(data)
+
+    def _tally(self, counts: dict[str, int], exc: BaseException) -> None:
+        with self.lock:
+            kind = type(exc).__name__
+            counts[kind] = counts.get(kind, 0) + 1
 
     def stop_publishing(self) -> None:
         self._stop.set()

@@ -95,8 +95,8 @@ class Producer:
         self._thread: threading.Thread | None = None
         self._running = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        # (topic, partition) -> {call: when it started} for calls writing there and not yet
-        # confirmed, oldest first. Touched on the event loop only.
+        # (topic, partition) -> {call: when it started} for calls whose keyless records went
+        # there and are not yet confirmed, oldest first. Touched on the event loop only.
         self._writing: dict[tuple[str, int], dict[int, float]] = {}
         self._calls = itertools.count()
 
@@ -160,10 +160,9 @@ class Producer:
                     await asyncio.sleep(0.005)  # local queue full: let the poll thread drain it
                 except confluent_kafka.KafkaException as exc:
                     raise _translate(exc.args[0]) from exc
-        watched = target if target >= 0 else keyless
-        if watched < 0:
+        if keyless < 0:  # only the picks need to know which partitions are slow
             return await batch.future
-        call, where = next(self._calls), (topic, watched)
+        call, where = next(self._calls), (topic, keyless)
         self._writing.setdefault(where, {})[call] = time.monotonic()
         try:
             return await batch.future
