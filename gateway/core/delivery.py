@@ -337,8 +337,9 @@ class DeliveryService:
         settles = seconds in (None, 0)
         runner = self._runners.get(res.name)
         local, remote = exactly_once.split(runner, refs)
-        valid, failures = exactly_once.judge(runner, local, seconds, now_ms())
-        if not res.proto.enable_exactly_once_delivery:
+        strict = res.proto.enable_exactly_once_delivery
+        valid, failures = exactly_once.judge(runner, local, seconds, now_ms(), hold=strict)
+        if not strict:
             # Ids of no current lease change nothing and are not reported (ack ids can be made
             # up: only the owner's leases say which are real). The owner judges the others.
             _, failed = await self._write(res, commands(valid, seconds, epoch), settles, early=True)

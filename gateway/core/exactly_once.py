@@ -49,8 +49,10 @@ def split(runner: SubscriptionRunner | None, refs: dict[int, list[Ref]]) -> tupl
 
 
 def judge(runner: SubscriptionRunner | None, local: dict[int, list[Ref]], seconds: int | None,
-          now: int) -> tuple[dict[int, list[Ref]], dict[str, str]]:
-    """Split owned ids into valid ones (held until written) and failures by id."""
+          now: int, hold: bool = True) -> tuple[dict[int, list[Ref]], dict[str, str]]:
+    """Split owned ids into valid ones and failures by id. With `hold`, a valid lease does not
+    expire while its command is written (exactly-once: an ack confirmed must not find its
+    message redelivered); without, an ack written as the lease runs out still acks."""
     valid: dict[int, list[Ref]] = {}
     failures: dict[str, str] = {}
     if runner is None:
@@ -61,7 +63,8 @@ def judge(runner: SubscriptionRunner | None, local: dict[int, list[Ref]], second
             if seconds is None and state.is_acked(ref.offset):
                 continue  # acked already: acking again succeeds
             if state.lease_valid(ref.offset, ref.generation, now):
-                state.hold(ref.offset, ref.generation, now + HOLD_MS)
+                if hold:
+                    state.hold(ref.offset, ref.generation, now + HOLD_MS)
                 valid.setdefault(p, []).append((ack_id, ref))
             else:
                 failures[ack_id] = INVALID
