@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -159,13 +159,15 @@ def port_open(bootstrap: str) -> bool:
         return False
 
 
-def serves_metadata(bootstrap: str, timeout: float, brokers: int = 1) -> bool:
-    """True once the cluster answers a metadata request listing all its brokers."""
+def serves_metadata(bootstrap: str, timeout: float, brokers: int = 1,
+                    config: Mapping[str, str] | None = None) -> bool:
+    """True once the cluster answers a metadata request listing all its brokers (`config`: how
+    to log in, for a secured listener)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
-                         "socket.connection.setup.timeout.ms": 2000})
+                         "socket.connection.setup.timeout.ms": 2000, **(config or {})})
     try:
         return len(admin.list_topics(timeout=timeout).brokers) >= brokers
     except KafkaException:

@@ -39,6 +39,7 @@ from typing import IO, Self
 
 from gateway.kafka import jvm
 from gateway.kafka.brokerjars import KAFKA_VERSION, default_cache_dir, resolve_broker
+from gateway.kafka.secured import CONTROLLER_PROTOCOL, LISTENER, MECHANISM, SCRAM_ITERATIONS, Security
 
 __all__ = ["DEV", "KAFKA_VERSION", "STOCK", "LocalKafka", "default_cache_dir", "resolve_broker"]
 log = logging.getLogger(__name__)
@@ -96,17 +97,20 @@ class _Node:
     def address(self) -> str:
         return f"127.0.0.1:{self.broker_port}"
 
-    def properties(self, voters: str, settings: Mapping[str, str]) -> str:
+    def properties(self, voters: str, settings: Mapping[str, str], security: Security | None) -> str:
+        name = LISTENER if security is not None else "PLAINTEXT"
+        controller = CONTROLLER_PROTOCOL if security is not None else "PLAINTEXT"
         lines = {
             "process.roles": "broker,controller",
             "node.id": str(self.node_id),
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://{self.address},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{self.address}",
+            "listeners": f"{name}://{self.address},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"{name}://{self.address}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": name,
+            "listener.security.protocol.map": f"CONTROLLER:{controller},{name}:{name}",
             "log.dirs": str(self.data / "kraft-logs"),
+            **(security.broker_settings() if security is not None else {}),
             **settings,
         }
         return "".join(f"{key}={value}\n" for key, value in lines.items())
@@ -135,12 +139,17 @@ class LocalKafka:
     keeps its data right in it; several keep theirs in ``node-N/``). ``port=0`` picks free ports.
     ``settings`` override the profile's. Each node's output goes to its ``broker.log`` (one node:
     ``log_file`` if given), never to the terminal.
+
+    ``secured=True`` serves clients on SASL_SSL only, with SCRAM-SHA-512 logins and Kafka's
+    StandardAuthorizer allowing nobody anything without an ACL (``secured.py``): connect as the
+    super user with ``admin_config()``, add users with ``add_user``, and give clients
+    ``security.librdkafka(user, password)``.
     """
 
     def __init__(self, *, cache_dir: Path | None = None, data_dir: Path | None = None,
                  port: int = 0, heap_mb: int = 384, log_file: Path | None = None,
                  nodes: int = 1, profile: str = STOCK, settings: Mapping[str, str] | None = None,
-                 version: str = KAFKA_VERSION) -> None:
+                 version: str = KAFKA_VERSION, secured: bool = False) -> None:
         if nodes < 1 or (port and nodes > 1):
             raise ValueError("nodes must be >= 1, and a fixed port is for one node only")
         self._cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
@@ -154,6 +163,46 @@ class LocalKafka:
         self._nodes: list[_Node] = []
         self._tmp: Path | None = None
         self._libs: Path | None = None
+        self._secured = secured
+        self.security: Security | None = None  # once started, when secured
+
+    # ----------------------------------------------------------------- secured clusters
+
+    def admin_config(self) -> dict[str, str | int | float | bool]:
+        """librdkafka settings of a super user client, bootstrap included."""
+        return {"bootstrap.servers": self.bootstrap, **self._client_security()}
+
+    def _client_security(self) -> dict[str, str]:
+        return self.security.librdkafka() if self.security is not None else {}
+
+    def add_user(self, user: str, password: str, timeout: float = 30.0) -> None:
+        """Store a SCRAM-SHA-512 credential (secured clusters) and wait until it logs in."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        if self.security is None:
+            raise RuntimeError("users need a secured LocalKafka (secured=True), started")
+        assert MECHANISM == "SCRAM-SHA-512"
+        upsert = UserScramCredentialUpsertion(
+            user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS), password.encode())
+        admin = AdminClient({**self.admin_config()})
+        admin.alter_user_scram_credentials([upsert])[user].result(timeout)
+        deadline = time.monotonic() + timeout
+        probe = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
+                             **self.security.librdkafka(user, password)})
+        while True:  # the credential reaches the broker with the metadata: soon, not at once
+            try:
+                probe.list_topics(timeout=max(1.0, min(5.0, deadline - time.monotonic())))
+                return
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
     # ----------------------------------------------------------------- public API
 
@@ -212,6 +261,8 @@ class LocalKafka:
         deadline = time.monotonic() + timeout
         try:
             self._nodes = self._plan()
+            if self._secured:
+                self.security = Security.load_or_make(self._data() / "security")
             cluster_id = jvm.random_cluster_id()
             for node in self._nodes:
                 self._launch(node, cluster_id, deadline)
@@ -299,7 +350,7 @@ class LocalKafka:
         node.data.mkdir(parents=True, exist_ok=True)
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes)
         props = node.data / "server.properties"
-        props.write_text(node.properties(voters, self.settings))
+        props.write_text(node.properties(voters, self.settings, self.security))
         node.log_path = self._log_file if self._log_file is not None and self._count == 1 \
             else node.data / "broker.log"
         node.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -328,7 +379,8 @@ class LocalKafka:
 
     def _format(self, node: _Node, props: Path, cluster_id: str, deadline: float) -> None:
         cmd = self._java_cmd("kafka.tools.StorageTool", "format", "--config", str(props),
-                             "--cluster-id", cluster_id)
+                             "--cluster-id", cluster_id,
+                             *(self.security.format_args() if self.security is not None else []))
         proc = jvm.popen(cmd, stdin=subprocess.DEVNULL, stdout=node.log_fh, stderr=subprocess.STDOUT)
         try:
             code = proc.wait(timeout=max(1.0, min(_FORMAT_TIMEOUT, deadline - time.monotonic())))
@@ -345,7 +397,8 @@ class LocalKafka:
             if remaining <= 0:
                 raise RuntimeError(f"Kafka at {self.bootstrap} not ready in time\n{self._report()}")
             if all(jvm.port_open(n.address) for n in self._nodes) \
-                    and jvm.serves_metadata(self.bootstrap, min(remaining, 5.0), brokers):
+                    and jvm.serves_metadata(self.bootstrap, min(remaining, 5.0), brokers,
+                                            self._client_security()):
                 return
             time.sleep(0.2)
 
@@ -383,6 +436,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--profile", choices=[DEV, STOCK], default=DEV,
                         help="dev: tuned for a laptop (the default); stock: Kafka's own defaults")
     parser.add_argument("--kafka-version", default=KAFKA_VERSION, help=f"default {KAFKA_VERSION}")
+    parser.add_argument("--secured", action="store_true",
+                        help="SASL_SSL with SCRAM-SHA-512 and ACLs only; prints the super user's "
+                             "client settings (add users with its admin client)")
     return parser.parse_args(argv)
 
 
@@ -393,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     kafka = LocalKafka(cache_dir=args.cache_dir, data_dir=args.data_dir,
                        port=args.port if args.nodes == 1 else 0, heap_mb=args.heap_mb,
                        log_file=args.log_file, nodes=args.nodes, profile=args.profile,
-                       version=args.kafka_version)
+                       version=args.kafka_version, secured=args.secured)
     stop, started = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -406,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         kafka.start()
         started.set()
         print(kafka.bootstrap, flush=True)
+        if kafka.security is not None:
+            settings = ",".join(f"{k}={v}" for k, v in kafka.security.librdkafka().items())
+            print(f"super user: --kafka-config {settings}", file=sys.stderr, flush=True)
         print(f"broker log: {kafka.log_file} (Ctrl-C to stop)", file=sys.stderr, flush=True)
         while not stop.wait(1.0):
             if not kafka.running:
