@@ -108,9 +108,10 @@ class Producer:
         self._thread.start()
 
     def _poll(self) -> None:
-        assert self._producer is not None
+        producer = self._producer  # `stop` lets go of it before this thread ends
+        assert producer is not None
         while self._running:
-            self._producer.poll(0.05)
+            producer.poll(0.05)
 
     async def stop(self) -> None:
         """Flush what is queued, then stop the poll thread. Idempotent."""
