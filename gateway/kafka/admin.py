@@ -10,10 +10,10 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
+import time
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
-import confluent_kafka
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     KafkaError,
@@ -31,6 +31,7 @@ from confluent_kafka.admin import ResourceType as ResourceType  # type: ignore[a
 
 from gateway.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
 from gateway.kafka import client_config
+from gateway.kafka.acls import GROUP, INTERNAL_TOPIC_OPERATIONS, TOPIC, Need, denial, missing
 from gateway.kafka.clientlog import client_logger
 
 log = logging.getLogger(__name__)
@@ -39,14 +40,11 @@ T = TypeVar("T")
 TIMEOUT = 15.0
 
 
-_DENIED = {
-    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    KafkaError.DELEGATION_TOKEN_AUTHORIZATION_FAILED, KafkaError.SASL_AUTHENTICATION_FAILED,
-}
+_REFUSED_LOGIN = {KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION}
+_USING = ("READ", "WRITE", "DESCRIBE_CONFIGS")  # what reading, writing and checking a topic take
 
 
-def _error(exc: BaseException, what: str) -> Exception:
+def _error(exc: BaseException, what: str, needs: tuple[Need, ...] = ()) -> Exception:
     err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     if isinstance(err, KafkaError):
         code = err.code()
@@ -56,8 +54,11 @@ def _error(exc: BaseException, what: str) -> Exception:
             return NotFound(f"{what}: no such Kafka topic")
         if code == KafkaError.GROUP_ID_NOT_FOUND:
             return NotFound(f"{what}: no such consumer group")
-        if code in _DENIED:
-            return PermissionDenied(f"{what}: Kafka's authorizer refused: {err.str()}")
+        refused = denial(what, err, needs)
+        if refused is not None:
+            return refused
+        if code in _REFUSED_LOGIN:
+            return PermissionDenied(f"{what}: Kafka refused the gateway's login: {err.str()}")
         if code in (KafkaError.TOPIC_EXCEPTION, KafkaError.INVALID_CONFIG,
                     KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR,
                     KafkaError.POLICY_VIOLATION):
@@ -66,24 +67,29 @@ def _error(exc: BaseException, what: str) -> Exception:
     return Unavailable(f"{what}: {exc}")
 
 
-async def _await(fut: concurrent.futures.Future[T], what: str) -> T:
+async def _await(fut: concurrent.futures.Future[T], what: str, *needs: Need) -> T:
+    """The future's result; Kafka's errors as core errors (`needs`: what the call needs of the
+    authorizer, named when it refuses)."""
     try:
         return await asyncio.wait_for(asyncio.wrap_future(fut), TIMEOUT)
     except TimeoutError as exc:
         raise Unavailable(f"{what}: Kafka did not answer within {TIMEOUT:.0f} s") from exc
     except KafkaException as exc:
-        raise _error(exc, what) from exc
+        raise _error(exc, what, needs) from exc
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TopicSpec:
     """A topic the gateway needs: `required` configs are verified on an existing topic and set
-    right where wrong; `config` is only given at creation."""
+    right where wrong; `config` is only given at creation. `access`: the operations the
+    gateway's principal must be allowed on it, checked where the cluster tells (every internal
+    topic: those of the gateway's ACL set, acls.py)."""
 
     name: str
     partitions: int
     required: Mapping[str, str]
     config: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    access: tuple[str, ...] = INTERNAL_TOPIC_OPERATIONS
 
 
 class Admin:
@@ -97,7 +103,7 @@ class Admin:
     ) -> None:
         new = NewTopic(name, partitions, self._replication, config=dict(config or {}))
         futures = self._client.create_topics([new], operation_timeout=TIMEOUT)
-        await _await(futures[name], f"creating Kafka topic {name}")
+        await _await(futures[name], f"creating Kafka topic {name}", Need("CREATE", TOPIC, name))
 
     async def create_topic_retrying(
         self, name: str, partitions: int, config: Mapping[str, str] | None = None,
@@ -124,12 +130,12 @@ class Admin:
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
         futures = self._client.incremental_alter_configs([resource])
         for fut in futures.values():
-            await _await(fut, f"configuring Kafka topic {name}")
+            await _await(fut, f"configuring Kafka topic {name}", Need("ALTER_CONFIGS", TOPIC, name))
 
     async def delete_topic(self, name: str) -> None:
         futures = self._client.delete_topics([name], operation_timeout=TIMEOUT)
         try:
-            await _await(futures[name], f"deleting Kafka topic {name}")
+            await _await(futures[name], f"deleting Kafka topic {name}", Need("DELETE", TOPIC, name))
         except NotFound:
             pass
 
@@ -137,18 +143,50 @@ class Admin:
         """The topic's partition count, or None when it does not exist.
 
         A DescribeTopics request: asynchronous (no thread), and never creating the topic."""
-        futures = self._client.describe_topics(TopicCollection([name]), request_timeout=TIMEOUT)
+        found = await self._describe(name)
+        return None if found is None else found[0]
+
+    async def _describe(self, name: str, operations: bool = False
+                        ) -> tuple[int, frozenset[str] | None] | None:
+        """(partitions, the operations the gateway's principal may do on it) of a topic, None
+        when it does not exist. The operations (names of AclOperation) only when asked for and
+        the cluster tells: None from a cluster without an authorizer."""
+        futures = self._client.describe_topics(TopicCollection([name]), request_timeout=TIMEOUT,
+                                               include_authorized_operations=operations)
         try:
-            desc = await _await(futures[name], f"describing Kafka topic {name}")
+            desc = await _await(futures[name], f"describing Kafka topic {name}",
+                                Need("DESCRIBE", TOPIC, name))
         except NotFound:
             return None
-        return len(desc.partitions)
+        allowed = desc.authorized_operations if operations else None
+        return len(desc.partitions), (None if allowed is None else frozenset(op.name for op in allowed))
+
+    async def check_access(self, spec: TopicSpec, wait: float = 5.0) -> None:
+        """PERMISSION_DENIED naming every operation of `spec.access` Kafka's authorizer does
+        not allow the gateway on the topic; nothing when it allows all, or does not tell. A
+        topic made a moment ago may not be known to every broker yet: waited for."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + wait
+        while (found := await self._describe(spec.name, operations=True)) is None:
+            if loop.time() > end:
+                return
+            await asyncio.sleep(0.1)
+        self._require(spec, found[1])
+
+    @staticmethod
+    def _require(spec: TopicSpec, allowed: frozenset[str] | None) -> None:
+        if allowed is None:
+            return
+        lacking = [Need(op, TOPIC, spec.name) for op in spec.access if op not in allowed]
+        if lacking:
+            raise missing(f"Kafka topic {spec.name}", lacking)
 
     async def topic_config(self, name: str) -> dict[str, str]:
         """The topic's effective configs (its own, else the broker's defaults)."""
         resource = ConfigResource(ResourceType.TOPIC, name)
         futures = self._client.describe_configs([resource], request_timeout=TIMEOUT)
-        entries = await _await(futures[resource], f"reading the configs of Kafka topic {name}")
+        entries = await _await(futures[resource], f"reading the configs of Kafka topic {name}",
+                               Need("DESCRIBE_CONFIGS", TOPIC, name))
         return {key: entry.value for key, entry in entries.items() if entry.value is not None}
 
     async def ensure_topic(self, spec: TopicSpec) -> None:
@@ -156,18 +194,23 @@ class Admin:
         try:
             await self.create_topic(spec.name, spec.partitions, {**spec.config, **spec.required})
             log.info("created Kafka topic %s (%d partitions)", spec.name, spec.partitions)
-            return
         except AlreadyExists:
-            pass
-        await self.verify_topic(spec)
+            await self.verify_topic(spec, manage=True)
+        else:
+            await self.check_access(spec)
 
-    async def verify_topic(self, spec: TopicSpec) -> None:
+    async def verify_topic(self, spec: TopicSpec, manage: bool = False) -> None:
         """Check an existing topic the gateway relies on. A wrong required config is set right
         (logged) where Kafka lets us; what cannot be mended raises FailedPrecondition naming the
-        topic, what is wrong and the command that mends it."""
-        partitions = await self.partitions(spec.name)
-        if partitions is None:
+        topic, what is wrong and the command that mends it. Operations of `spec.access` the
+        authorizer does not allow raise PermissionDenied naming them: those that using the
+        topic takes, or with `manage` all (creating and deleting such topics too)."""
+        found = await self._describe(spec.name, operations=True)
+        if found is None:
             raise NotFound(f"Kafka topic {spec.name} does not exist")
+        partitions, allowed = found
+        self._require(spec if manage else dataclasses.replace(
+            spec, access=tuple(op for op in spec.access if op in _USING)), allowed)
         if partitions != spec.partitions:
             raise FailedPrecondition(
                 f"Kafka topic {spec.name} has {partitions} partitions where the gateway needs "
@@ -216,7 +259,7 @@ class Admin:
                     futures = client.list_offsets(request, request_timeout=TIMEOUT)
                     out: dict[int, int] = {}
                     for tp, fut in futures.items():
-                        info = await _await(fut, f"reading offsets of {name}")
+                        info = await _await(fut, f"reading offsets of {name}", Need("DESCRIBE", TOPIC, name))
                         out[tp.partition] = info.offset
                     return out
                 except Unavailable:
@@ -235,12 +278,20 @@ class Admin:
     async def commit_group_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         tps = [TopicPartition(topic, p, o) for p, o in offsets.items()]
         futures = self._client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
-        await _await(futures[group], f"setting offsets of consumer group {group}")
+        what = f"setting offsets of consumer group {group}"
+        needs = (Need("READ", GROUP, group), Need("READ", TOPIC, topic))
+        done = await _await(futures[group], what, *needs)
+        # Kafka answers per partition (OffsetCommit has no error of its own): a refused group
+        # or topic shows only there.
+        for tp in done.topic_partitions or ():
+            if tp.error is not None:
+                raise _error(KafkaException(tp.error), what, needs)
 
     async def group_owners(self, group: str) -> dict[int, str]:
         """Partition -> client.id of the member that owns it, for a group's current assignment."""
         futures = self._client.describe_consumer_groups([group], request_timeout=TIMEOUT)
-        desc = await _await(futures[group], f"describing consumer group {group}")
+        desc = await _await(futures[group], f"describing consumer group {group}",
+                            Need("DESCRIBE", GROUP, group))
         return {
             tp.partition: member.client_id
             for member in desc.members
@@ -252,7 +303,7 @@ class Admin:
         while it still has members or Kafka cannot answer."""
         futures = self._client.delete_consumer_groups([group], request_timeout=TIMEOUT)
         try:
-            await _await(futures[group], f"deleting consumer group {group}")
+            await _await(futures[group], f"deleting consumer group {group}", Need("DELETE", GROUP, group))
         except NotFound:
             return True
         except (Unavailable, FailedPrecondition) as exc:
@@ -261,9 +312,50 @@ class Admin:
         return True
 
 
+    async def check_group_access(self, group: str, operations: tuple[str, ...], wait: float = 15.0) -> None:
+        """PERMISSION_DENIED naming every one of `operations` Kafka's authorizer does not allow
+        the gateway on the consumer group (existing or not); nothing when the cluster does not
+        tell. A new cluster has no group coordinator until it has made its offsets topic:
+        waited for up to `wait` seconds, then the check is given up (logged)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + wait
+        while True:
+            futures = self._client.describe_consumer_groups([group], request_timeout=TIMEOUT,
+                                                            include_authorized_operations=True)
+            try:
+                desc = await _await(futures[group], f"describing consumer group {group}",
+                                    Need("DESCRIBE", GROUP, group))
+                break
+            except (Unavailable, FailedPrecondition, NotFound) as exc:
+                if loop.time() > end:
+                    log.warning("could not check the ACLs of consumer group %s: %s", group, exc.message)
+                    return
+                await asyncio.sleep(0.25)
+        if desc.authorized_operations is None:
+            return
+        allowed = {op.name for op in desc.authorized_operations}
+        lacking = [Need(op, GROUP, group) for op in operations if op not in allowed]
+        if lacking:
+            raise missing(f"consumer group {group}", lacking)
+
+
 def check_connection(config: Mapping[str, str | int | bool], timeout: float = 10.0) -> None:
-    """Fail fast, with a clear message, when the cluster cannot be reached (blocking)."""
-    try:
-        confluent_kafka.admin.AdminClient(client_config(config)).list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise Unavailable(f"cannot reach Kafka at {config.get('bootstrap.servers')}: {exc}") from exc
+    """Fail fast, with a clear message, when the cluster cannot be reached or refuses the
+    gateway's login (blocking)."""
+    where = config.get("bootstrap.servers")
+    errors: list[KafkaError] = []  # a refused login shows only here, served by poll()
+    settings: dict[str, Any] = {**client_config(config), "error_cb": errors.append}
+    client = AdminClient(settings, logger=_rdkafka_log)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+            return
+        except KafkaException as exc:
+            client.poll(0)
+            refused = [e for e in errors if e.code() in _REFUSED_LOGIN]
+            if refused:
+                raise PermissionDenied(
+                    f"Kafka at {where} refused the gateway's login: {refused[0].str()}") from exc
+            if time.monotonic() >= deadline:
+                raise Unavailable(f"cannot reach Kafka at {where}: {exc}") from exc

@@ -17,7 +17,9 @@ from typing import Protocol
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
 
+from gateway.errors import PermissionDenied
 from gateway.kafka import client_config
+from gateway.kafka.acls import GROUP, TOPIC, Need, denial, refused_resource
 from gateway.kafka.clientlog import client_logger
 from gateway.translate.records import Record
 
@@ -34,9 +36,23 @@ def _is_real(msg: confluent_kafka.Message) -> bool:
     err = msg.error()
     if err is None:
         return True
-    if err.code() != KafkaError._PARTITION_EOF:
+    code = err.code()
+    if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+        # Readers assign partitions and never use their group, but librdkafka still looks up
+        # its coordinator: a cluster with an authorizer refuses that, harmlessly.
+        log.debug("reader's group refused (unused): %s", err)
+    elif code != KafkaError._PARTITION_EOF:
         _rdkafka_log.warning("consumer error: %s", err)  # repeats while a broker is down
     return False
+
+
+def _refusal(msg: confluent_kafka.Message, what: str, *needs: Need) -> PermissionDenied | None:
+    """The PermissionDenied of an error message that is Kafka's authorizer refusing one of
+    `needs` (a reader's unused group is no need of it)."""
+    err = msg.error()
+    if err is None or refused_resource(err) not in {n.resource for n in needs}:
+        return None
+    return denial(what, err, needs)
 
 
 def to_record(msg: confluent_kafka.Message) -> Record:
@@ -66,6 +82,10 @@ def _watermarks(consumer: confluent_kafka.Consumer, tp: TopicPartition, timeout:
             return int(low), int(high)
         except confluent_kafka.KafkaException as exc:
             err = exc.args[0]
+            refused = isinstance(err, KafkaError) and denial(
+                f"reading the offsets of Kafka topic {tp.topic}", err, [Need("DESCRIBE", TOPIC, tp.topic)])
+            if refused:
+                raise refused from exc
             retriable = isinstance(err, KafkaError) and (err.retriable() or err.code() in (
                 KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION))
@@ -97,6 +117,9 @@ def read_to_end(
         while position < high:
             # consume() waits for all it asks for: ask for no more than is left.
             for msg in consumer.consume(max(1, min(BATCH, high - position)), timeout=POLL_SECONDS):
+                refused = _refusal(msg, f"reading Kafka topic {topic}", Need("READ", TOPIC, topic))
+                if refused is not None:
+                    raise refused
                 if _is_real(msg) and (msg.offset() or 0) < high:
                     position = (msg.offset() or 0) + 1
                     out.append((position - 1, msg.key(), msg.value()))
@@ -164,15 +187,18 @@ class TailReader:
 
     `add` and `remove` may be called from any thread (the runner calls them on its fetcher's
     thread); they and the reader's own thread take turns on the consumer under one lock.
-    `on_messages` runs on the reader's thread.
+    `on_messages` runs on the reader's thread, and so does `on_denied`, told when Kafka's
+    authorizer refuses reading a topic (without it, that is logged).
     """
 
     def __init__(
         self, base: Config, name: str,
         on_messages: Callable[[list[tuple[str, int, int, bytes | None, bytes | None]]], None],
+        on_denied: Callable[[PermissionDenied], None] | None = None,
     ) -> None:
         self._consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
         self._on_messages = on_messages
+        self._on_denied = on_denied
         self._running = True
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"tail-{name}", daemon=True)
@@ -196,8 +222,19 @@ class TailReader:
         while self._running:
             with self._lock:
                 msgs = self._consumer.consume(BATCH, timeout=POLL_SECONDS)
-            batch = [(m.topic() or "", m.partition() or 0, m.offset() or 0, m.key(), m.value())
-                     for m in msgs if _is_real(m)]
+            batch = []
+            for m in msgs:
+                if m.error() is None:
+                    batch.append((m.topic() or "", m.partition() or 0, m.offset() or 0, m.key(), m.value()))
+                    continue
+                topic = m.topic() or ""
+                refused = _refusal(m, f"reading Kafka topic {topic}", Need("READ", TOPIC, topic))
+                if refused is None:
+                    _is_real(m)  # logged
+                elif self._on_denied is not None:
+                    self._on_denied(refused)
+                else:
+                    log.error("%s", refused.message)
             if batch:
                 self._on_messages(batch)
 
@@ -244,9 +281,12 @@ class GroupFetcher:
 
     def __init__(self, base: Config, group_id: str, topic: str, listener: FetchListener,
                  session_timeout_ms: int, client_id: str = "pubsub-gateway",
-                 on_joined: Callable[[], None] | None = None) -> None:
+                 on_joined: Callable[[], None] | None = None,
+                 on_denied: Callable[[PermissionDenied], None] | None = None) -> None:
         """`on_joined` is called (on the fetcher's thread) after every assignment, an empty
-        one included: the member has joined and knows what it owns."""
+        one included: the member has joined and knows what it owns. `on_denied` (same
+        thread) when Kafka's authorizer refuses the member its group or its topic, naming
+        which; without it, that is logged."""
         config = client_config(base, {
             "group.id": group_id,
             "client.id": client_id,
@@ -265,6 +305,8 @@ class GroupFetcher:
             "fetch.wait.max.ms": 200,
         })
         self._on_joined = on_joined
+        self._on_denied = on_denied
+        self._group = group_id
         self._consumer = confluent_kafka.Consumer(config, logger=_rdkafka_log)
         self._topic = topic
         self._listener = listener
@@ -413,10 +455,27 @@ class GroupFetcher:
                 msg = consumer.poll(POLL_SECONDS)
             if msg is None:
                 continue
-            msgs = [msg, *consumer.consume(BATCH - 1, timeout=0)]
-            records = [to_record(m) for m in msgs if _is_real(m)]
+            records = []
+            for m in (msg, *consumer.consume(BATCH - 1, timeout=0)):
+                if m.error() is None:
+                    records.append(to_record(m))
+                elif not self._refused(m):
+                    _is_real(m)  # logged
             if records:
                 self._listener.on_records(records)
+
+    def _refused(self, msg: confluent_kafka.Message) -> bool:
+        """True if the error message is Kafka's authorizer refusing the group (joining,
+        committing) or the topic (metadata, fetching): told to `on_denied`."""
+        refused = _refusal(msg, f"consuming Kafka topic {self._topic} in consumer group {self._group}",
+                           Need("READ", GROUP, self._group), Need("READ", TOPIC, self._topic))
+        if refused is None:
+            return False
+        if self._on_denied is not None:
+            self._on_denied(refused)
+        else:
+            log.error("%s", refused.message)
+        return True
 
     def stop(self) -> None:
         """Leave the group (revoking what is owned). Blocking; idempotent."""

@@ -25,6 +25,7 @@ import confluent_kafka
 
 from gateway.errors import InvalidArgument, Unavailable
 from gateway.kafka import client_config
+from gateway.kafka.acls import CLUSTER, TOPIC, TRANSACTIONAL_ID, Need, denial
 from gateway.kafka.clientlog import client_logger
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ TxnRecord = tuple[str, int | None, bytes | None, bytes | None, Headers | None]  
 class _Batch:
     """Collects the delivery reports of one batch and resolves one future when all are in."""
 
-    __slots__ = ("error", "future", "loop", "pending", "results")
+    __slots__ = ("error", "error_topic", "future", "loop", "pending", "results")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, n: int) -> None:
         self.loop = loop
@@ -49,11 +50,12 @@ class _Batch:
         self.results: list[tuple[int, int]] = [(-1, -1)] * n
         self.pending = n
         self.error: confluent_kafka.KafkaError | None = None
+        self.error_topic: str | None = None
 
     def callback(self, index: int) -> DeliveryCallback:
         def on_delivery(err: confluent_kafka.KafkaError | None, msg: confluent_kafka.Message) -> None:
-            if err is not None:
-                self.error = self.error or err
+            if err is not None and self.error is None:
+                self.error, self.error_topic = err, msg.topic()
             else:
                 self.results[index] = (msg.partition() or 0, msg.offset() or 0)
             self.pending -= 1
@@ -66,14 +68,27 @@ class _Batch:
         if self.future.done():
             return
         if self.error is not None:
-            self.future.set_exception(_translate(self.error))
+            self.future.set_exception(_translate(self.error, self.error_topic))
         else:
             self.future.set_result(self.results)
 
 
-def _translate(err: confluent_kafka.KafkaError) -> Exception:
+def _translate(err: confluent_kafka.KafkaError, topic: str | None = None,
+               transactional_id: str | None = None, topics: Sequence[str] = ()) -> Exception:
+    """A write's error as a core error: refusals of Kafka's authorizer name what is missing."""
     if err.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE:
         return InvalidArgument(f"Message too large for the Kafka topic: {err.str()}")
+    written = [topic] if topic else list(topics)
+    needs = [Need("WRITE", TOPIC, t) for t in written]
+    if transactional_id is not None:
+        needs.append(Need("WRITE", TRANSACTIONAL_ID, transactional_id))
+    else:  # an idempotent producer's id: IdempotentWrite, or since Kafka 3.0 Write on any topic
+        needs.append(Need("IDEMPOTENT_WRITE", CLUSTER, "kafka-cluster"))
+    what = (f"writing to Kafka topic {' and '.join(written)}" if written
+            else f"starting transactions as {transactional_id}" if transactional_id else "writing to Kafka")
+    refused = denial(what, err, needs)
+    if refused is not None:
+        return refused
     return Unavailable(f"Kafka did not confirm the write: {err.str()}")
 
 
@@ -160,7 +175,7 @@ class Producer:
                 except BufferError:
                     await asyncio.sleep(0.005)  # local queue full: let the poll thread drain it
                 except confluent_kafka.KafkaException as exc:
-                    raise _translate(exc.args[0]) from exc
+                    raise _translate(exc.args[0], topic) from exc
         if keyless < 0:  # only the picks need to know which partitions are slow
             return await batch.future
         call, where = next(self._calls), (topic, keyless)
@@ -201,6 +216,7 @@ class TransactionalSender:
     """
 
     def __init__(self, config: Mapping[str, str | int | bool], transactional_id: str) -> None:
+        self._id = transactional_id
         self._config = client_config(config, {
             "transactional.id": transactional_id,
             "transaction.timeout.ms": 10_000,
@@ -214,11 +230,19 @@ class TransactionalSender:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
     async def start(self) -> None:
+        """Register the transactional id (fencing an earlier owner's producer). A refusal of
+        Kafka's authorizer is fatal to a transactional producer: it is closed, and the
+        PermissionDenied names the id."""
         def init() -> None:
-            self._producer = confluent_kafka.Producer(self._config, logger=_rdkafka_log)
-            self._producer.init_transactions(30)
+            producer = confluent_kafka.Producer(self._config, logger=_rdkafka_log)
+            producer.init_transactions(30)  # on failure the producer goes with this frame
+            self._producer = producer
 
-        await self._run(init)
+        try:
+            await self._run(init)
+        except confluent_kafka.KafkaException as exc:
+            self._executor.shutdown(wait=False)
+            raise _translate(exc.args[0], transactional_id=self._id) from exc
 
     async def send(self, records: Sequence[TxnRecord]) -> None:
         """(topic, partition or None, key, value, headers) each; all or nothing."""
@@ -241,7 +265,8 @@ class TransactionalSender:
         try:
             await self._run(transact)
         except confluent_kafka.KafkaException as exc:
-            raise _translate(exc.args[0]) from exc
+            topics = list(dict.fromkeys(r[0] for r in records))
+            raise _translate(exc.args[0], transactional_id=self._id, topics=topics) from exc
 
     async def close(self) -> None:
         producer, self._producer = self._producer, None
