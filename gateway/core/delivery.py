@@ -98,7 +98,7 @@ class DeliveryService:
 
     async def _runner(self, res: Resource) -> SubscriptionRunner:
         runner = self._runners.get(res.name)
-        if runner is not None and runner.writer.topic == res.meta["log_topic"]:
+        if runner is not None and runner.writer.topic == res.meta["log_topic"] and runner.denied is None:
             return runner
         task = self._starting.get(res.name)
         if task is None:

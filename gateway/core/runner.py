@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.core.policies import Policies, dead_letter_headers
+from gateway.errors import PermissionDenied
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.producer import Producer, TransactionalSender
 from gateway.leases import logformat
@@ -39,6 +40,9 @@ PREFETCH_LOW = 4000
 # of the partitions whose writes are done. A write waits for as long as the partition's log has
 # no leader: a broker that died leads it until the controller notices (9 s by default).
 LEASE_PATIENCE_SECONDS = 1.0
+# How long the dead-letter loop leaves a partition alone after Kafka's authorizer refused its
+# transaction: each try makes a transactional producer.
+DENIED_RETRY_SECONDS = 5.0
 
 
 def now_ms() -> int:
@@ -91,9 +95,14 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         # Set once the group has given this member its share (maybe none): a new group waits
         # for group.initial.rebalance.delay.ms (3 s by default) before anyone owns anything.
         self.joined = asyncio.Event()
+        # Kafka's authorizer refused the member its group or topic: this runner cannot serve
+        # and is replaced on next use (DeliveryService), which tries again with the ACLs as
+        # they are then. A refused dead-letter transaction instead holds until one succeeds.
+        self.denied: PermissionDenied | None = None
+        self._dead_letters_denied: dict[int, tuple[PermissionDenied, float]] = {}
         self._fetcher = kafka_consumer.GroupFetcher(
             kafka_config, group_id, kafka_topic, self, session_timeout_ms, client_id,
-            on_joined=self._on_joined,
+            on_joined=self._on_joined, on_denied=self._on_denied,
         )
         self._log_reader = kafka_consumer.TailReader(kafka_config, f"log-{name}", self._on_log)
         self._tasks: list[asyncio.Task[None]] = []
@@ -138,6 +147,17 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def _on_joined(self) -> None:
         self._loop.call_soon_threadsafe(self.joined.set)
+
+    def _on_denied(self, refusal: PermissionDenied) -> None:
+        self._loop.call_soon_threadsafe(self._deny, refusal)
+
+    def _deny(self, refusal: PermissionDenied) -> None:
+        """Pulls and streams waiting on this runner end with the refusal (see `take`)."""
+        if self.denied is None:
+            log.error("%s: %s", self.name, refusal.message)
+        self.denied = refusal
+        self.joined.set()
+        self.ready.set()
 
     def on_assigned(self, partitions: list[int], committed: dict[int, int]) -> dict[int, int]:
         # Every partition recovered before any is installed: a failure leaves nothing half
@@ -184,6 +204,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     async def _revoke(self, partitions: list[int], lost: bool) -> dict[int, int]:
         final: dict[int, int] = {}
         for p in partitions:
+            self._dead_letters_denied.pop(p, None)
             sender = self._dead_letter_senders.pop(p, None)
             if sender is not None:
                 await sender.close()
@@ -316,7 +337,14 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     # -- delivery --------------------------------------------------------------------------
 
     def take(self, n: int, deadline_ms: int) -> list[tuple[int, int, int, Record]]:
-        """Lease up to n messages across owned partitions: (partition, offset, generation, record)."""
+        """Lease up to n messages across owned partitions: (partition, offset, generation, record).
+
+        PERMISSION_DENIED while Kafka's authorizer refuses what serving the subscription takes:
+        the group, its topic, or a dead-letter transaction."""
+        if self.denied is not None:
+            raise self.denied
+        if self._dead_letters_denied:
+            raise next(iter(self._dead_letters_denied.values()))[0]
         now = now_ms()
         out: list[tuple[int, int, int, Record]] = []
         states = self._deliverable()
@@ -409,14 +437,25 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 # last delivery ran out must reach the dead-letter topic even if nobody pulls.
                 if state.expire(now):
                     self.ready.set()
+                denied = self._dead_letters_denied.get(p)
+                if denied is not None and time.monotonic() < denied[1]:
+                    continue
                 dead = state.take_dead()
                 if not dead:
                     continue
                 try:
                     await self._forward_dead(p, dead)
+                except PermissionDenied as exc:
+                    state.return_dead(o for o, _, _ in dead)
+                    if denied is None:
+                        log.error("%s: dead-lettering from partition %d: %s", self.name, p, exc.message)
+                    self._dead_letters_denied[p] = (exc, time.monotonic() + DENIED_RETRY_SECONDS)
+                    self.ready.set()  # waiting pulls and streams end with it (see `take`)
                 except Exception as exc:  # noqa: BLE001 - retried next round; the loop must live
                     state.return_dead(o for o, _, _ in dead)
                     log.warning("%s: dead-lettering from partition %d failed: %s", self.name, p, exc)
+                else:
+                    self._dead_letters_denied.pop(p, None)
 
     async def _forward_dead(self, p: int, dead: list[tuple[int, int, Record]]) -> None:
         """Publish to the dead-letter topic and ack on this subscription, in one transaction:
