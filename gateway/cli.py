@@ -12,8 +12,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gateway import settings as settings_mod
+from gateway.errors import GatewayError
 from gateway.kafka import local
 
+EXIT_CANNOT_START = 1  # Kafka lacks or refuses what the gateway needs: the message says what
 EXIT_BROKER_LOST = 3  # the embedded broker died and could not be restarted
 
 
@@ -63,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     logging.getLogger("gateway").info("settings: %s", settings.masked())
-    return _event_loop_runner(settings.event_loop)(_serve(settings))
+    try:
+        return _event_loop_runner(settings.event_loop)(_serve(settings))
+    except GatewayError as exc:  # only start-up lets one through: say why, without a traceback
+        print(f"pubsub-gateway: cannot start: {exc.message}", file=sys.stderr, flush=True)
+        return EXIT_CANNOT_START
 
 
 def _event_loop_runner(choice: str) -> Callable[[Coroutine[Any, Any, int]], int]:

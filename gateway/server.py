@@ -17,6 +17,7 @@ from gateway.core.resources import ResourceStore
 from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
+from gateway.kafka.acls import GROUP_OPERATIONS
 from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
@@ -70,8 +71,10 @@ class Gateway:
         await stack.enter_async_context(producer)
         resource_topic = names.internal_topic(s.internal_prefix, "resources")
         store = ResourceStore(admin, producer, config, resource_topic, s.replication_factor)
-        await store.start()
+        await store.start()  # refuses to start when the internal topics' ACLs fall short
         stack.push_async_callback(store.stop)
+        # ... and so do the groups': every group is `<prefix>.<something>`, the janitor's too.
+        await admin.check_group_access(f"{s.internal_prefix}.janitor", GROUP_OPERATIONS)
         topics = TopicService(s, store, admin, producer)
         subs = SubscriptionService(s, store, admin, producer)
         stack.push_async_callback(subs.stop)
