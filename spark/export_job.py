@@ -113,6 +113,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-per-batch", type=int, help="at most this many records per micro-batch")
     p.add_argument("--kafka-setting", action="append", default=[], metavar="KEY=VALUE",
                    help="a Kafka client setting for Spark (repeatable), e.g. security.protocol=SSL")
+    p.add_argument("--librdkafka-setting", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of the driver's own reads (librdkafka; repeatable), if any is "
+                        "given; else the --kafka-setting ones. SASL logins need them: Java's "
+                        "sasl.jaas.config is librdkafka's sasl.username and sasl.password")
     p.add_argument("--master", default="local[2]",
                    help="Spark master when run with python -m (ignored under spark-submit)")
     p.add_argument("--driver-memory", default="1g")
@@ -131,7 +135,9 @@ def session(args: argparse.Namespace) -> SparkSession:
 def run(args: argparse.Namespace) -> None:
     spark = session(args)
     spark.sparkContext.setLogLevel("WARN")
-    conn = KafkaConnection(args.bootstrap, dict(s.split("=", 1) for s in args.kafka_setting))
+    driver = dict(s.split("=", 1) for s in args.librdkafka_setting)
+    conn = KafkaConnection(args.bootstrap, dict(s.split("=", 1) for s in args.kafka_setting),
+                           driver or None)
     options = {"maxOffsetsPerTrigger": str(args.max_per_batch)} if args.max_per_batch else {}
     stream = read_stream(spark, args.subscription, conn, args.internal_prefix, options=options)
     exporter = Exporter(BatchFiles(spark, args.output), args.subscription, conn, args.internal_prefix)
