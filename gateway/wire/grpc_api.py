@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import empty_pb2
+from google.protobuf import empty_pb2, message_factory
+from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
@@ -60,11 +61,50 @@ def _forwarded(context: Context) -> bool:
     return any(k == FORWARDED for k, _ in context.invocation_metadata() or ())
 
 
+class Undecodable:
+    """What a request that is not a valid protobuf of its method decodes to: the handler (`_guard`,
+    or a stream's reader) answers INVALID_ARGUMENT with `message`. The deserializer itself cannot
+    choose a status: grpc answers UNKNOWN, with a traceback at ERROR, for anything it raises."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def decoder(cls: type[Message]) -> Callable[[bytes], Message | Undecodable]:
+    """The request deserializer of one method: the message, or `Undecodable` for bytes that are
+    not one (corrupt wire format, invalid UTF-8 in a string field, nesting too deep)."""
+    parse = cls.FromString
+
+    def decode(data: bytes) -> Message | Undecodable:
+        try:
+            return parse(data)
+        except DecodeError as exc:
+            reason = str(exc).rpartition(": ")[2] or "not a valid message"
+            return Undecodable(f"Invalid PROTO payload received: the request is not a valid "
+                               f"{cls.DESCRIPTOR.full_name} ({reason}).")
+
+    return decode
+
+
+def decoded(request: Any) -> Any:
+    """`request`, or InvalidArgument if it could not be decoded."""
+    if isinstance(request, Undecodable):
+        raise InvalidArgument(request.message)
+    return request
+
+
+async def decoded_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        yield decoded(request)
+
+
 def _guard(fn: Handler[R]) -> Handler[R]:
     @functools.wraps(fn)
     async def wrapper(self: Any, request: Any, context: Context) -> R:
         try:
-            return await fn(self, request, context)
+            return await fn(self, decoded(request), context)
         except GatewayError as err:
             await abort(context, err)
         except Exception:
@@ -210,8 +250,9 @@ class Subscriber(pb_grpc.SubscriberServicer):
         return response
 
     async def StreamingPull(self, request_iterator: Any, context: Context) -> AsyncIterator[Any]:
+        requests = decoded_stream(aiter(request_iterator))
         try:
-            first = await anext(aiter(request_iterator), None)
+            first = await anext(requests, None)
             if first is None:
                 return
             if not first.subscription:
@@ -220,7 +261,7 @@ class Subscriber(pb_grpc.SubscriberServicer):
                 first.subscription, first.stream_ack_deadline_seconds,
                 first.max_outstanding_messages, first.max_outstanding_bytes,
             )
-            reader = asyncio.create_task(self._read_stream(session, first, request_iterator))
+            reader = asyncio.create_task(self._read_stream(session, first, requests))
             try:
                 async for out in session.batches():
                     eod, ordered = self._delivery.properties(session.res.name)
@@ -340,6 +381,29 @@ def _confirm(response: Any, confirmations: list[Confirmation]) -> None:
                 target.invalid_ack_ids.append(ack_id)
 
 
+_KINDS = {
+    (False, False): grpc.unary_unary_rpc_method_handler,
+    (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler,
+    (True, True): grpc.stream_stream_rpc_method_handler,
+}
+
+
+def _register(server: grpc.aio.Server, service: str, servicer: object) -> None:
+    """What the generated `add_*Servicer_to_server` does, from the service's descriptor, with
+    request deserializers that hand undecodable requests to the handler (`decoder`)."""
+    desc = pb.DESCRIPTOR.services_by_name[service]
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    for method in desc.methods:
+        request = message_factory.GetMessageClass(method.input_type)
+        response = message_factory.GetMessageClass(method.output_type)
+        kind = _KINDS[method.client_streaming, method.server_streaming]
+        handlers[method.name] = kind(getattr(servicer, method.name), request_deserializer=decoder(request),
+                                     response_serializer=response.SerializeToString)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(desc.full_name, handlers),))
+    server.add_registered_method_handlers(desc.full_name, handlers)
+
+
 def add_to_server(server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber) -> None:
-    pb_grpc.add_PublisherServicer_to_server(publisher, server)
-    pb_grpc.add_SubscriberServicer_to_server(subscriber, server)
+    _register(server, "Publisher", publisher)
+    _register(server, "Subscriber", subscriber)
