@@ -15,7 +15,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.http_exceptions import HttpProcessingError
 from google.protobuf import json_format
 from google.rpc import (
     error_details_pb2,  # noqa: F401  (registers ErrorInfo for error details)
@@ -165,15 +166,17 @@ class RestApi:
 
 
 async def _read_body(request: web.Request) -> bytes:
-    too_large = rest_json.BadRequest(
-        f"Request payload size exceeds the limit: {rest_json.MAX_BODY} bytes."
-    )
+    """The body, decoded under its Content-Encoding: the server leaves decompression to the
+    API, so the 10 MiB limit holds for the decompressed bytes too."""
     if request.content_length is not None and request.content_length > rest_json.MAX_BODY:
-        raise too_large
+        raise rest_json.BadRequest(rest_json.TOO_LARGE)
     try:
-        return await request.read()
+        raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise too_large from None
+        raise rest_json.BadRequest(rest_json.TOO_LARGE) from None
+    except web.RequestPayloadError as exc:  # e.g. malformed chunked framing
+        raise rest_json.BadRequest(f"The request body cannot be read: {str(exc)[:200]}") from None
+    return rest_json.decode_body(raw, request.headers.get(hdrs.CONTENT_ENCODING, ""))
 
 
 API_KEY = web.AppKey("rest_api", RestApi)
@@ -197,10 +200,33 @@ def create_app(servicers: Mapping[str, object]) -> web.Application:
     """The aiohttp application; `servicers` maps full service names to servicer instances.
 
     The API has no aiohttp routes: requests no route claims reach it through a middleware, so
-    other parts of the gateway may add routes of their own to the app."""
+    other parts of the gateway may add routes of their own to the app. It decodes request
+    bodies itself: serve it with aiohttp's `auto_decompress=False`, as RestServer does."""
     app = web.Application(client_max_size=rest_json.MAX_BODY, middlewares=[_serve_api])
     app[API_KEY] = RestApi(servicers)
     return app
+
+
+class _ClientMistakes(logging.Filter):
+    """aiohttp logs a request it cannot parse (a line or header too long, a bad request line)
+    at ERROR with a traceback, and answers 400. It is the client's mistake: one DEBUG line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        if not server_log.isEnabledFor(logging.DEBUG):
+            return False
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.msg = f"{record.msg} (answered 400): %s"
+        record.args = (*(record.args if isinstance(record.args, tuple) else ()), exc.message)
+        record.exc_info = record.exc_text = None
+        return True
+
+
+# The logger of aiohttp's connection handling on the REST port (RestServer passes it in).
+server_log = logging.getLogger("gateway.wire.http")
+server_log.addFilter(_ClientMistakes())
 
 
 class RestServer:
@@ -215,7 +241,8 @@ class RestServer:
         self.port = 0
 
     async def start(self) -> None:
-        runner = web.AppRunner(self._app, access_log=None, shutdown_timeout=self._grace)
+        runner = web.AppRunner(self._app, access_log=None, logger=server_log,
+                               shutdown_timeout=self._grace, auto_decompress=False)
         await runner.setup()
         self._runner = runner
         site = web.TCPSite(runner, self._host, self._requested_port)

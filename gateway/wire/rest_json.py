@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import json
 import re
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,7 +23,8 @@ from google.protobuf.message import Message
 
 from gateway.wire.rest_routes import Route
 
-MAX_BODY = 10 * 1024 * 1024  # Pub/Sub accepts HTTP bodies up to 10 MiB
+MAX_BODY = 10 * 1024 * 1024  # Pub/Sub accepts HTTP bodies up to 10 MiB (decompressed, too)
+TOO_LARGE = f"Request payload size exceeds the limit: {MAX_BODY} bytes."
 MAX_DEPTH = 64
 MAX_DETAIL = 400  # parser messages can quote whole values; keep errors short
 IGNORED_PARAMS = frozenset({"key", "access_token", "quotaUser", "$.xgafv"})
@@ -85,6 +87,45 @@ def render(message: Message, out: Output) -> bytes:
 
 
 # -- request bodies -----------------------------------------------------------------------------
+
+_GZIP = ("gzip", "x-gzip")
+CONTENT_ENCODINGS = ("identity", *_GZIP, "deflate")
+
+
+def decode_body(raw: bytes, content_encoding: str, limit: int = MAX_BODY) -> bytes:
+    """The body under its `Content-Encoding` (identity, gzip or deflate), never more than
+    `limit` bytes once decompressed: a small gzip bomb is refused as too large, without being
+    expanded past the limit."""
+    encoding = content_encoding.strip().lower()
+    if encoding in ("", "identity") or not raw:
+        return raw
+    if encoding not in CONTENT_ENCODINGS:
+        raise BadRequest(f"Unsupported Content-Encoding {content_encoding[:40]!r}: send gzip, "
+                         "deflate or identity.")
+    if encoding == "deflate":  # zlib-wrapped as RFC 9110 says, or raw deflate as some clients send
+        wbits = zlib.MAX_WBITS if raw[:1] and raw[0] & 0x0F == 8 else -zlib.MAX_WBITS
+    else:
+        wbits = 16 + zlib.MAX_WBITS
+    out = bytearray()
+    data = raw
+    while True:  # gzip bodies may be several members one after another
+        stream = zlib.decompressobj(wbits)
+        try:
+            out += stream.decompress(data, limit + 1 - len(out))
+        except zlib.error:
+            raise BadRequest(f"The request body is not valid {encoding} data "
+                             f"(Content-Encoding: {encoding}).") from None
+        if len(out) > limit or stream.unconsumed_tail:
+            raise BadRequest(TOO_LARGE)
+        if not stream.eof:
+            raise BadRequest(f"The request body ends inside its {encoding} data "
+                             f"(Content-Encoding: {encoding}).")
+        data = stream.unused_data
+        if not data:
+            return bytes(out)
+        if encoding == "deflate":
+            raise BadRequest("The request body has data after its deflate stream "
+                             "(Content-Encoding: deflate).")
 
 
 def _no_constants(name: str) -> Any:
@@ -240,12 +281,16 @@ def _publish_fast(value: dict[str, Any], request: Any) -> bool:
         return False
     if not all(set(m) <= _PLAIN_MESSAGE_KEYS and _plain(m) for m in messages):
         return False
-    request.topic = value.get("topic", "")
-    add = request.messages.add
-    for m in messages:
-        data = m.get("data", "")
-        add(data=_b64(data) if data else b"", attributes=m.get("attributes") or {},
-            ordering_key=m.get("orderingKey", m.get("ordering_key", "")))
+    try:
+        request.topic = value.get("topic", "")
+        add = request.messages.add
+        for m in messages:
+            data = m.get("data", "")
+            add(data=_b64(data) if data else b"", attributes=m.get("attributes") or {},
+                ordering_key=m.get("orderingKey", m.get("ordering_key", "")))
+    except UnicodeEncodeError:  # a string escaping an unpaired surrogate (`"\ud800"`)
+        raise BadRequest(f"{_INVALID}A string holds an unpaired surrogate: strings must be "
+                         "valid Unicode.") from None
     return True
 
 
