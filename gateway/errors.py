@@ -10,6 +10,34 @@ from __future__ import annotations
 
 import enum
 
+# Error messages travel in gRPC's `grpc-message` header (percent-encoded: up to 3 bytes per byte)
+# and clients drop responses whose metadata passes 8-16 KiB. A value a message quotes is cut
+# to QUOTE_CHARS characters (more than the longest well-formed resource name, 379, so names a
+# little too long still come back whole) and QUOTE_BYTES of UTF-8; a whole message to
+# MAX_MESSAGE_BYTES, whatever it holds.
+QUOTE_CHARS, QUOTE_BYTES = 400, 600
+MAX_MESSAGE_BYTES = 1024
+ELLIPSIS = "\u2026"
+
+
+def quote(value: object, limit: int = QUOTE_CHARS) -> str:
+    """`value` as text for an error message: its first `limit` characters, and `…` with its
+    length when it is longer (a 1 MB resource name must not come back whole)."""
+    text = str(value)
+    head = text[:limit].encode("utf-8", "replace")[:QUOTE_BYTES].decode("utf-8", "ignore")
+    if head == text:
+        return text
+    return f"{head}{ELLIPSIS} ({len(text)} characters)"
+
+
+def bounded(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
+    """`message`, cut to at most `limit` bytes of UTF-8 (and `…`) at a character boundary;
+    lone surrogates, which no wire can encode, become `?`."""
+    data = message.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return data.decode("utf-8")
+    return data[: limit - len(ELLIPSIS.encode())].decode("utf-8", "ignore") + ELLIPSIS
+
 
 class Code(enum.Enum):
     """google.rpc.Code, with the HTTP status Google APIs pair with each."""
@@ -42,11 +70,13 @@ class Code(enum.Enum):
 
 
 class GatewayError(Exception):
-    """Base of every error the core raises on purpose."""
+    """Base of every error the core raises on purpose. Its message is `bounded`: whatever a
+    path quotes into it, no error can carry an unbounded value to a client."""
 
     code: Code = Code.INTERNAL
 
     def __init__(self, message: str) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.message = message
 

@@ -30,6 +30,11 @@ from gateway.wire.peers import GrpcPeers
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = 20 * 1024 * 1024  # gRPC message limit: a 10 MB publish plus its framing
+# Request headers may be as large as a message: the official clients repeat the resource name
+# in `x-goog-request-params`, and a name too long for gRPC's default (16 KiB) would be refused
+# by gRPC itself with RESOURCE_EXHAUSTED, which publishers retry for a minute, instead of
+# reaching the handler and its INVALID_ARGUMENT.
+MAX_METADATA = MAX_MESSAGE
 
 
 class Gateway:
@@ -86,6 +91,8 @@ class Gateway:
             ("grpc.max_receive_message_length", MAX_MESSAGE),
             ("grpc.max_send_message_length", MAX_MESSAGE),
             ("grpc.so_reuseport", 0),
+            ("grpc.max_metadata_size", MAX_METADATA),
+            ("grpc.absolute_max_metadata_size", MAX_METADATA),
         ])
         snapshots = SnapshotService(store, admin, producer, config)
         janitor = Janitor(store, subs.delete, config, f"{s.internal_prefix}.janitor", resource_topic,

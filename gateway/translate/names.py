@@ -14,7 +14,7 @@ import hashlib
 import re
 from typing import NewType
 
-from gateway.errors import InvalidArgument
+from gateway.errors import InvalidArgument, quote
 
 TopicName = NewType("TopicName", str)
 SubscriptionName = NewType("SubscriptionName", str)
@@ -32,7 +32,7 @@ _UNESCAPE = {"_": "_", "t": "~", "p": "%", "s": "+", "d": ".", "c": ":"}
 
 
 def _invalid(name: str) -> InvalidArgument:
-    return InvalidArgument(f"Invalid resource name given (name={name}).")
+    return InvalidArgument(f"Invalid resource name given (name={quote(name)}).")
 
 
 def parse(name: str, collection: str) -> tuple[str, str]:
@@ -114,7 +114,7 @@ def check_kafka_topic(kafka: str) -> KafkaTopic:
     """Validate a user-given Kafka topic name (for adopting an existing topic)."""
     if not _KAFKA_LEGAL.fullmatch(kafka) or kafka in {".", ".."}:
         raise InvalidArgument(
-            f"Invalid Kafka topic name {kafka!r}: Kafka allows 1-249 characters of [a-zA-Z0-9._-]."
+            f"Invalid Kafka topic name {quote(kafka)!r}: Kafka allows 1-249 characters of [a-zA-Z0-9._-]."
         )
     return KafkaTopic(kafka)
 
