@@ -9,13 +9,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
 
 ENV_PREFIX = "PUBSUB_GATEWAY_"
-_SECRET_WORDS = ("password", "secret", "token", "key")
+# Kafka options whose values are masked in logs: passwords, keys, and whole JAAS or OAuth configs.
+_SECRET_WORDS = ("password", "secret", "token", "key", "jaas", "oauthbearer.config", "credential")
 
 
 class SettingsError(ValueError):
@@ -29,6 +31,7 @@ class Settings:
     rest_port: int = 8086
     kafka_bootstrap: str | None = None
     kafka_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    kafka_config_file: Path | None = None  # its entries are in kafka_config; kept for the record
     kafka_data_dir: Path | None = None
     kafka_port: int = 0
     kafka_heap_mb: int = 384
@@ -128,9 +131,113 @@ def _parse_kafka_config(items: Sequence[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise SettingsError(f"--kafka-config wants KEY=VALUE, got {item!r}")
+            raise SettingsError(f"--kafka-config wants KEY=VALUE, got {_masked_item(item)!r}")
         config[key.strip()] = value.strip()
     return config
+
+
+def _masked_item(item: str) -> str:
+    """A malformed entry as an error may show it: without its value if it names a secret."""
+    if not any(w in item.lower() for w in _SECRET_WORDS):
+        return item
+    key = re.split(r"[=:\s]", item.strip(), maxsplit=1)[0]
+    return f"{key}***"
+
+
+def split_env_kafka_config(raw: str) -> list[str]:
+    """The entries of PUBSUB_GATEWAY_KAFKA_CONFIG: separated by newlines when the value holds
+    one (so values may contain commas), otherwise by commas. Blank lines and lines starting
+    with `#` are skipped in the newline form."""
+    if "\n" in raw:
+        lines = (line.strip() for line in raw.splitlines())
+        return [line for line in lines if line and not line.startswith("#")]
+    return [item for item in raw.split(",") if item.strip()]
+
+
+_PROPERTY_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """A Java properties file, as Kafka's own `client.properties`: `key=value`, `key: value` or
+    `key value` per line, `#` and `!` comments, backslash escapes (`\\=`, `\\:`, `\\ `,
+    `\\t`, `\\uXXXX`, ...), and a trailing backslash continuing a line."""
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if not logical else raw.lstrip(" \t\f")
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:  # an odd number of backslashes: the line goes on
+            logical += line[:-1]
+            continue
+        logical += line
+        key, value = _split_property(logical)
+        out[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        out[key] = value
+    return out
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i, n = 0, len(line)
+    while i < n and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    key = line[:i]
+    rest = line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):  # the key ended at whitespace, an `=` or a `:`: one of the latter two
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape_property(key), _unescape_property(rest)
+
+
+def _unescape_property(text: str) -> str:
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c != "\\" or i + 1 >= n:
+            out.append(c)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2:i + 6]
+            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise SettingsError(f"malformed \\uXXXX escape in the properties line {text[:40]!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_PROPERTY_ESCAPES.get(nxt, nxt))
+            i += 2
+    return "".join(out)
+
+
+def read_kafka_config_file(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"--kafka-config-file {path}: cannot read it ({exc})") from None
+    config = parse_properties(text)
+    for key in config:
+        if not key.strip():
+            raise SettingsError(f"--kafka-config-file {path}: an entry has no key")
+    return config
+
+
+def _kafka_settings(bootstrap: str | None, config_file: Path | None,
+                    items: Sequence[str]) -> tuple[str | None, dict[str, str]]:
+    """The bootstrap servers and the librdkafka options: the file's entries, then the flags'
+    (and the variable's), later ones winning. `bootstrap.servers` among them is the bootstrap,
+    as in Kafka's client.properties; given twice with different values, it is refused."""
+    config = read_kafka_config_file(config_file) if config_file else {}
+    config.update(_parse_kafka_config(items))
+    from_config = config.pop("bootstrap.servers", None)
+    if from_config is not None and bootstrap and from_config != bootstrap:
+        raise SettingsError(f"--kafka-bootstrap {bootstrap} and bootstrap.servers={from_config} "
+                            "(--kafka-config or --kafka-config-file) differ: give one")
+    return bootstrap or from_config or None, config
 
 
 def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> None:
@@ -151,14 +258,18 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
         default=default("kafka_bootstrap"),
         help="HOST:PORT of an existing Kafka cluster; without it an embedded local broker runs",
     )
-    env_config = [s for s in env.get(ENV_PREFIX + "KAFKA_CONFIG", "").split(",") if s]
+    env_config = split_env_kafka_config(env.get(ENV_PREFIX + "KAFKA_CONFIG", ""))
     p(
         "--kafka-config",
         action="append",
         default=env_config,
         metavar="KEY=VALUE",
-        help="extra librdkafka option for every client (repeatable), e.g. security.protocol=SSL",
+        help="extra librdkafka option for every client (repeatable), e.g. security.protocol=SSL; "
+             "the variable separates entries by commas, or by newlines when it holds one",
     )
+    p("--kafka-config-file", type=Path, default=default("kafka_config_file"), metavar="FILE",
+      help="librdkafka options in a Java properties file (Kafka's client.properties form); "
+           "--kafka-config entries win over it")
     p("--kafka-data-dir", type=Path, default=default("kafka_data_dir"), help="embedded broker data")
     p("--kafka-port", type=int, default=default("kafka_port"), help="embedded broker port (0 = free)")
     p("--kafka-heap-mb", type=int, default=default("kafka_heap_mb"), help="embedded broker heap")
@@ -202,12 +313,15 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
 def from_namespace(ns: argparse.Namespace) -> Settings:
     """Build and validate Settings from parsed flags."""
     data_dir = ns.kafka_data_dir
+    config_file = Path(ns.kafka_config_file) if ns.kafka_config_file else None
+    bootstrap, kafka_config = _kafka_settings(ns.kafka_bootstrap or None, config_file, ns.kafka_config)
     return Settings(
         host=str(ns.host),
         port=int(ns.port),
         rest_port=int(ns.rest_port),
-        kafka_bootstrap=ns.kafka_bootstrap or None,
-        kafka_config=_parse_kafka_config(ns.kafka_config),
+        kafka_bootstrap=bootstrap,
+        kafka_config=kafka_config,
+        kafka_config_file=config_file,
         kafka_data_dir=Path(data_dir) if data_dir else None,
         kafka_port=int(ns.kafka_port),
         kafka_heap_mb=int(ns.kafka_heap_mb),
