@@ -55,6 +55,17 @@ class Settings:
     push_auth_issuer: str = ""
     push_auth_key_file: Path | None = None
     push_auth_key_rotation_hours: float = 24.0
+    # Connection limits and timeouts (docs/connections.md).
+    http_max_connections: int = 1000
+    http_header_timeout_seconds: float = 10.0
+    http_body_timeout_seconds: float = 60.0
+    http_idle_timeout_seconds: float = 60.0
+    grpc_max_connections: int = 1000
+    grpc_max_concurrent_rpcs: int = 10_000
+    grpc_max_streams_per_connection: int = 1000
+    grpc_handshake_timeout_seconds: float = 10.0
+    grpc_idle_timeout_seconds: float = 300.0
+    grpc_max_connection_age_seconds: float = 3600.0  # 0: no limit
     event_loop: str = "auto"  # uvloop where installed, else asyncio's own
     log_level: str = "INFO"
 
@@ -100,6 +111,7 @@ class Settings:
                 "--internal-prefix may hold only letters, digits, '.', '_', '-' and must not end in '_'"
             )
         self._validate_push()
+        self._validate_connections()
         if self.event_loop not in {"auto", "uvloop", "asyncio"}:
             raise SettingsError("--event-loop must be auto, uvloop or asyncio")
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
@@ -115,6 +127,28 @@ class Settings:
             raise SettingsError("--push-auth-issuer must be an http(s) URL")
         if self.push_auth_key_rotation_hours < 1:
             raise SettingsError("--push-auth-key-rotation-hours must be at least 1")
+
+    def _validate_connections(self) -> None:
+        for name in ("http_max_connections", "grpc_max_connections", "grpc_max_concurrent_rpcs",
+                     "grpc_max_streams_per_connection"):
+            if not 1 <= getattr(self, name) <= 1_000_000:
+                raise SettingsError(f"--{name.replace('_', '-')} must be 1..1000000")
+        for name in ("http_header_timeout_seconds", "http_body_timeout_seconds",
+                     "http_idle_timeout_seconds", "grpc_handshake_timeout_seconds",
+                     "grpc_idle_timeout_seconds"):
+            if not 0.1 <= getattr(self, name) <= 86_400:
+                raise SettingsError(f"--{name.replace('_', '-')} must be in [0.1, 86400]")
+        age = self.grpc_max_connection_age_seconds
+        if age != 0 and not 1 <= age <= 30 * 86_400:
+            raise SettingsError("--grpc-max-connection-age-seconds must be 0 (no limit) or in [1, 2592000]")
+
+    @property
+    def grpc_connection_age_grace_seconds(self) -> float:
+        """How long a connection past its maximum age keeps its running calls: longer than any
+        call may last (a StreamingPull ends at --stream-max-seconds, a Pull waits at most
+        --pull-max-wait-seconds), so the age limit never cuts one; clients open new calls on
+        a new connection."""
+        return self.stream_max_seconds + self.pull_max_wait_seconds + 30.0
 
     def masked(self) -> dict[str, object]:
         """The settings as a dict fit for a log line: secret Kafka options are masked."""
@@ -305,6 +339,27 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--push-auth-key-file", type=Path, default=default("push_auth_key_file"),
       help="PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)")
     p("--push-auth-key-rotation-hours", type=float, default=default("push_auth_key_rotation_hours"))
+    p("--http-max-connections", type=int, default=default("http_max_connections"),
+      help="open connections of the REST port; one past it is answered 503 and closed (default 1000)")
+    p("--http-header-timeout-seconds", type=float, default=default("http_header_timeout_seconds"),
+      help="a request's line and headers must arrive within this long of its first byte (default 10)")
+    p("--http-body-timeout-seconds", type=float, default=default("http_body_timeout_seconds"),
+      help="a request's body must arrive within this long of its headers, or 408 (default 60)")
+    p("--http-idle-timeout-seconds", type=float, default=default("http_idle_timeout_seconds"),
+      help="a REST connection without a request for this long is closed (default 60)")
+    p("--grpc-max-connections", type=int, default=default("grpc_max_connections"),
+      help="open connections of the gRPC port; more are closed at once (default 1000)")
+    p("--grpc-max-concurrent-rpcs", type=int, default=default("grpc_max_concurrent_rpcs"),
+      help="calls in progress, streams included; more fail with RESOURCE_EXHAUSTED (default 10000)")
+    p("--grpc-max-streams-per-connection", type=int, default=default("grpc_max_streams_per_connection"),
+      help="HTTP/2 MAX_CONCURRENT_STREAMS of each gRPC connection (default 1000)")
+    p("--grpc-handshake-timeout-seconds", type=float, default=default("grpc_handshake_timeout_seconds"),
+      help="a gRPC connection must open HTTP/2 within this long, or it is closed (default 10)")
+    p("--grpc-idle-timeout-seconds", type=float, default=default("grpc_idle_timeout_seconds"),
+      help="a gRPC connection without calls for this long is closed with GOAWAY (default 300)")
+    p("--grpc-max-connection-age-seconds", type=float, default=default("grpc_max_connection_age_seconds"),
+      help="gRPC connections older than this get GOAWAY; their calls run to their end (default 3600; "
+           "0: no limit)")
     p("--event-loop", default=default("event_loop"),
       help="auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)")
     p("--log-level", default=default("log_level"))
@@ -343,6 +398,16 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         push_auth_issuer=str(ns.push_auth_issuer or ""),
         push_auth_key_file=Path(ns.push_auth_key_file) if ns.push_auth_key_file else None,
         push_auth_key_rotation_hours=float(ns.push_auth_key_rotation_hours),
+        http_max_connections=int(ns.http_max_connections),
+        http_header_timeout_seconds=float(ns.http_header_timeout_seconds),
+        http_body_timeout_seconds=float(ns.http_body_timeout_seconds),
+        http_idle_timeout_seconds=float(ns.http_idle_timeout_seconds),
+        grpc_max_connections=int(ns.grpc_max_connections),
+        grpc_max_concurrent_rpcs=int(ns.grpc_max_concurrent_rpcs),
+        grpc_max_streams_per_connection=int(ns.grpc_max_streams_per_connection),
+        grpc_handshake_timeout_seconds=float(ns.grpc_handshake_timeout_seconds),
+        grpc_idle_timeout_seconds=float(ns.grpc_idle_timeout_seconds),
+        grpc_max_connection_age_seconds=float(ns.grpc_max_connection_age_seconds),
         event_loop=str(ns.event_loop),
         log_level=str(ns.log_level).upper(),
     ).validate()

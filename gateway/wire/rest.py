@@ -9,6 +9,8 @@ The OpenAPI document of the same routes is served at /v1/openapi.json.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import inspect
 import json
 import logging
@@ -26,6 +28,7 @@ from google.rpc import (
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.errors import Code
 from gateway.wire import openapi, rest_json, rest_routes
+from gateway.wire.http_guard import ConnectionGuard
 
 log = logging.getLogger(__name__)
 OPENAPI_PATH = "/v1/openapi.json"
@@ -33,6 +36,25 @@ SERVICES = ("Publisher", "Subscriber")
 _DETAILS_KEY = "grpc-status-details-bin"
 
 Call = Callable[[Any, Any], Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """The REST port's connection limits (the --http-* settings; docs/connections.md)."""
+
+    max_connections: int
+    header_timeout: float
+    body_timeout: float
+    idle_timeout: float
+
+
+# How long aiohttp goes on reading (and dropping) a body the API answered without reading it
+# all, so that the client sees the answer rather than a reset connection.
+LINGER_SECONDS = 2.0
+
+
+class BodyTimeout(Exception):
+    """The request body did not arrive in time: 408, and the connection is closed."""
 
 
 class Aborted(Exception):
@@ -127,7 +149,8 @@ def route_error(err: rest_routes.NoRoute) -> web.Response:
 class RestApi:
     """The routes, the servicer methods they call and the OpenAPI document, for one app."""
 
-    def __init__(self, servicers: Mapping[str, object]) -> None:
+    def __init__(self, servicers: Mapping[str, object], body_timeout: float) -> None:
+        self.body_timeout = body_timeout
         services = [pubsub_pb2.DESCRIPTOR.services_by_name[name] for name in SERVICES]
         table = rest_routes.routes(services)
         self.router = rest_routes.Router(table)
@@ -145,6 +168,13 @@ class RestApi:
             return error_response(err.code, err.message, details=err.details)
         except rest_routes.NoRoute as err:
             return route_error(err)
+        except BodyTimeout:
+            response = error_response(
+                Code.DEADLINE_EXCEEDED, f"The request body did not arrive within {self.body_timeout:g} s.",
+                http_status=408,
+            )
+            response.force_close()
+            return response
         except Exception:
             log.exception("%s %s failed", request.method, request.rel_url.raw_path)
             return error_response(Code.INTERNAL, "The request failed inside the gateway.")
@@ -158,7 +188,11 @@ class RestApi:
         route, values = self.router.match(request.method, raw_path)
         query = list(request.query.items())
         out = rest_json.output_options(query)
-        body = await _read_body(request)
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                body = await _read_body(request)
+        except TimeoutError:
+            raise BodyTimeout from None
         message = rest_json.build_request(route, values, query, body)
         result = await invoke(self.calls[route.name], message)
         return web.Response(body=rest_json.render(result, out), content_type="application/json",
@@ -196,14 +230,14 @@ async def _serve_api(request: web.Request, handler: Handler) -> web.StreamRespon
     return await request.app[API_KEY].handle(request)
 
 
-def create_app(servicers: Mapping[str, object]) -> web.Application:
+def create_app(servicers: Mapping[str, object], body_timeout: float) -> web.Application:
     """The aiohttp application; `servicers` maps full service names to servicer instances.
 
     The API has no aiohttp routes: requests no route claims reach it through a middleware, so
     other parts of the gateway may add routes of their own to the app. It decodes request
     bodies itself: serve it with aiohttp's `auto_decompress=False`, as RestServer does."""
     app = web.Application(client_max_size=rest_json.MAX_BODY, middlewares=[_serve_api])
-    app[API_KEY] = RestApi(servicers)
+    app[API_KEY] = RestApi(servicers, body_timeout)
     return app
 
 
@@ -230,26 +264,44 @@ server_log.addFilter(_ClientMistakes())
 
 
 class RestServer:
-    """The REST app on its own port; `stop()` is aiohttp's runner cleanup (idempotent)."""
+    """The REST app on its own port, behind a ConnectionGuard (connection cap, deadline on
+    request heads); aiohttp closes connections idle for `limits.idle_timeout`. `stop()` closes
+    the port, then runs aiohttp's runner cleanup (idempotent)."""
 
-    def __init__(self, app: web.Application, host: str, port: int, grace_seconds: float) -> None:
+    def __init__(self, app: web.Application, host: str, port: int, grace_seconds: float,
+                 limits: HttpLimits) -> None:
         self._app = app
         self._host = host
         self._requested_port = port
         self._grace = grace_seconds
+        self._limits = limits
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.Server | None = None
+        self.guard: ConnectionGuard | None = None
         self.port = 0
 
     async def start(self) -> None:
-        runner = web.AppRunner(self._app, access_log=None, logger=server_log,
-                               shutdown_timeout=self._grace, auto_decompress=False)
+        limits = self._limits
+        guard = ConnectionGuard(limits.max_connections, limits.header_timeout)
+        self._app.middlewares.insert(0, guard.middleware)  # before setup freezes the app
+        runner = web.AppRunner(
+            self._app, access_log=None, logger=server_log, shutdown_timeout=self._grace,
+            keepalive_timeout=limits.idle_timeout, lingering_time=LINGER_SECONDS, auto_decompress=False,
+        )
         await runner.setup()
         self._runner = runner
-        site = web.TCPSite(runner, self._host, self._requested_port)
-        await site.start()
-        self.port = int(runner.addresses[0][1])
+        assert runner.server is not None
+        guard.protocol_factory = runner.server
+        self.guard = guard
+        loop = asyncio.get_running_loop()
+        self._listener = await loop.create_server(guard, self._host, self._requested_port,
+                                                  reuse_address=True, backlog=128)
+        self.port = int(self._listener.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()

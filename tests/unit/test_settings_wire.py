@@ -1,4 +1,5 @@
-"""Settings of the wire: Kafka options with commas (newline form, properties files)."""
+"""Settings of the wire: Kafka options with commas (newline form, properties files) and the
+connection limits of both ports."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway import server
+from gateway.errors import FailedPrecondition
 from gateway.settings import Settings, SettingsError, add_arguments, from_namespace, parse_properties
 
 
@@ -111,3 +114,65 @@ def test_bad_entries_do_not_echo_secrets() -> None:
                                  "ssl.keystore.password", "sasl.oauthbearer.client.secret"])
 def test_more_secrets_are_masked(key: str) -> None:
     assert Settings(kafka_config={key: "s3cret"}).masked()["kafka_config"] == {key: "***"}
+
+
+# -- connection limits ------------------------------------------------------------------------------
+
+
+def test_connection_limit_flags_and_env() -> None:
+    s = parse(["--http-max-connections", "10", "--http-header-timeout-seconds", "2.5",
+               "--grpc-max-connection-age-seconds", "0"],
+              {"PUBSUB_GATEWAY_GRPC_IDLE_TIMEOUT_SECONDS": "30",
+               "PUBSUB_GATEWAY_GRPC_MAX_CONCURRENT_RPCS": "50"})
+    assert (s.http_max_connections, s.http_header_timeout_seconds) == (10, 2.5)
+    assert (s.grpc_idle_timeout_seconds, s.grpc_max_concurrent_rpcs) == (30.0, 50)
+    assert s.grpc_max_connection_age_seconds == 0
+
+
+@pytest.mark.parametrize(("field", "value", "flag"), [
+    ("http_max_connections", 0, "--http-max-connections"),
+    ("grpc_max_connections", 0, "--grpc-max-connections"),
+    ("grpc_max_concurrent_rpcs", 0, "--grpc-max-concurrent-rpcs"),
+    ("grpc_max_streams_per_connection", 0, "--grpc-max-streams-per-connection"),
+    ("http_header_timeout_seconds", 0.0, "--http-header-timeout-seconds"),
+    ("http_body_timeout_seconds", -1.0, "--http-body-timeout-seconds"),
+    ("http_idle_timeout_seconds", float("nan"), "--http-idle-timeout-seconds"),
+    ("grpc_handshake_timeout_seconds", 0.0, "--grpc-handshake-timeout-seconds"),
+    ("grpc_idle_timeout_seconds", 0.0, "--grpc-idle-timeout-seconds"),
+    ("grpc_max_connection_age_seconds", 0.5, "--grpc-max-connection-age-seconds"),
+    ("grpc_max_connection_age_seconds", -1.0, "--grpc-max-connection-age-seconds"),
+])
+def test_connection_limits_are_validated(field: str, value: object, flag: str) -> None:
+    with pytest.raises(SettingsError, match=flag):
+        Settings(**{field: value}).validate()  # type: ignore[arg-type]
+
+
+def test_grpc_options_honour_the_settings() -> None:
+    s = Settings(grpc_max_connections=7, grpc_max_streams_per_connection=9,
+                 grpc_handshake_timeout_seconds=1.5, grpc_idle_timeout_seconds=2,
+                 grpc_max_connection_age_seconds=60, stream_max_seconds=100, pull_max_wait_seconds=5)
+    options = dict(server.grpc_options(s))
+    assert options["grpc.max_allowed_incoming_connections"] == 7
+    assert options["grpc.max_concurrent_streams"] == 9
+    assert options["grpc.server_handshake_timeout_ms"] == 1500
+    assert options["grpc.max_connection_idle_ms"] == 2000
+    assert options["grpc.max_connection_age_ms"] == 60_000
+    # a connection past its age keeps its calls longer than any of them lasts
+    assert options["grpc.max_connection_age_grace_ms"] == (100 + 5 + 30) * 1000
+    assert options["grpc.http2.min_ping_interval_without_data_ms"] <= 30_000  # Python pings every 30 s
+    assert "grpc.max_connection_age_ms" not in dict(server.grpc_options(
+        Settings(grpc_max_connection_age_seconds=0)))
+
+
+def test_the_open_file_limit_is_raised_or_the_start_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resource
+
+    limits = {"soft": 1024, "hard": 4096}
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (limits["soft"], limits["hard"]))
+    monkeypatch.setattr(resource, "setrlimit", lambda _, v: limits.update(soft=v[0], hard=v[1]))
+    server.raise_file_limit(1000)
+    assert limits["soft"] == 1024
+    server.raise_file_limit(3000)
+    assert limits == {"soft": 3000, "hard": 4096}
+    with pytest.raises(FailedPrecondition, match="ulimit -n"):
+        server.raise_file_limit(5000)
