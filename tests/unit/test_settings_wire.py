@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway import server
 from gateway.errors import FailedPrecondition
 from gateway.settings import Settings, SettingsError, add_arguments, from_namespace, parse_properties
+from gateway.wire import connections
 
 
 def parse(argv: list[str], env: dict[str, str] | None = None) -> Settings:
@@ -151,7 +151,7 @@ def test_grpc_options_honour_the_settings() -> None:
     s = Settings(grpc_max_connections=7, grpc_max_streams_per_connection=9,
                  grpc_handshake_timeout_seconds=1.5, grpc_idle_timeout_seconds=2,
                  grpc_max_connection_age_seconds=60, stream_max_seconds=100, pull_max_wait_seconds=5)
-    options = dict(server.grpc_options(s))
+    options = dict(connections.grpc_options(s))
     assert options["grpc.max_allowed_incoming_connections"] == 7
     assert options["grpc.max_concurrent_streams"] == 9
     assert options["grpc.server_handshake_timeout_ms"] == 1500
@@ -160,7 +160,7 @@ def test_grpc_options_honour_the_settings() -> None:
     # a connection past its age keeps its calls longer than any of them lasts
     assert options["grpc.max_connection_age_grace_ms"] == (100 + 5 + 30) * 1000
     assert options["grpc.http2.min_ping_interval_without_data_ms"] <= 30_000  # Python pings every 30 s
-    assert "grpc.max_connection_age_ms" not in dict(server.grpc_options(
+    assert "grpc.max_connection_age_ms" not in dict(connections.grpc_options(
         Settings(grpc_max_connection_age_seconds=0)))
 
 
@@ -170,9 +170,9 @@ def test_the_open_file_limit_is_raised_or_the_start_refused(monkeypatch: pytest.
     limits = {"soft": 1024, "hard": 4096}
     monkeypatch.setattr(resource, "getrlimit", lambda _: (limits["soft"], limits["hard"]))
     monkeypatch.setattr(resource, "setrlimit", lambda _, v: limits.update(soft=v[0], hard=v[1]))
-    server.raise_file_limit(1000)
+    connections.raise_file_limit(1000)
     assert limits["soft"] == 1024
-    server.raise_file_limit(3000)
+    connections.raise_file_limit(3000)
     assert limits == {"soft": 3000, "hard": 4096}
     with pytest.raises(FailedPrecondition, match="ulimit -n"):
-        server.raise_file_limit(5000)
+        connections.raise_file_limit(5000)
