@@ -25,11 +25,12 @@ from gateway.kafka.supervisor import BrokerSupervisor
 from gateway.push.manager import PushManager
 from gateway.settings import Settings
 from gateway.translate import names
+from gateway.translate.records import MAX_GRPC_MESSAGE
 from gateway.wire import grpc_api, rest
 from gateway.wire.peers import GrpcPeers
 
 log = logging.getLogger(__name__)
-MAX_MESSAGE = 20 * 1024 * 1024  # gRPC message limit: a 10 MB publish plus its framing
+MAX_MESSAGE = MAX_GRPC_MESSAGE
 
 
 class Gateway:

@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
+from gateway.translate.records import MAX_GRPC_MESSAGE
 
 ENV_PREFIX = "PUBSUB_GATEWAY_"
+MIN_PULL_RESPONSE_BYTES = 1024 * 1024
 _SECRET_WORDS = ("password", "secret", "token", "key")
 
 
@@ -44,6 +46,9 @@ class Settings:
     checkpoint_interval_seconds: float = 1.0
     shutdown_grace_seconds: float = 5.0
     stream_max_seconds: float = 1800.0
+    # gRPC's default limit on a received message: what the official clients keep when they are
+    # pointed at an emulator (PUBSUB_EMULATOR_HOST makes them open a plain channel).
+    pull_response_max_bytes: int = 4 * 1024 * 1024
     advertise_address: str = ""
     expiration_check_seconds: float = 60.0
     min_expiration_ttl_seconds: int = 86_400
@@ -82,6 +87,9 @@ class Settings:
             )
         if self.stream_max_seconds < 1:
             raise SettingsError("--stream-max-seconds must be at least 1")
+        if not MIN_PULL_RESPONSE_BYTES <= self.pull_response_max_bytes <= MAX_GRPC_MESSAGE:
+            raise SettingsError(f"--pull-response-max-bytes must be {MIN_PULL_RESPONSE_BYTES:,}.."
+                                f"{MAX_GRPC_MESSAGE:,} (the gateway's gRPC message limit)")
         for key in FORCED_KAFKA_CONFIG:
             if key in self.kafka_config:
                 raise SettingsError(f"--kafka-config {key} cannot be set: the gateway creates every "
@@ -184,6 +192,10 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
       help="HOST:PORT where other gateway processes reach this one (default: --host:--port)")
     p("--stream-max-seconds", type=float, default=default("stream_max_seconds"),
       help="StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect")
+    p("--pull-response-max-bytes", type=int, default=default("pull_response_max_bytes"),
+      help="each Pull and StreamingPull response stays under this size, but holds one message at "
+           "least (default 4 MiB: gRPC's own limit, which the official clients keep against an "
+           "emulator host; up to 20 MiB for clients that accept more)")
     p("--push-max-outstanding", type=int, default=default("push_max_outstanding"),
       help="largest push window: pushes outstanding per subscription and process (default 1000)")
     p("--push-max-connections", type=int, default=default("push_max_connections"),
@@ -221,6 +233,7 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         checkpoint_interval_seconds=float(ns.checkpoint_interval_seconds),
         shutdown_grace_seconds=float(ns.shutdown_grace_seconds),
         stream_max_seconds=float(ns.stream_max_seconds),
+        pull_response_max_bytes=int(ns.pull_response_max_bytes),
         advertise_address=str(ns.advertise_address or ""),
         expiration_check_seconds=float(ns.expiration_check_seconds),
         min_expiration_ttl_seconds=int(ns.min_expiration_ttl_seconds),
