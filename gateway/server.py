@@ -88,7 +88,7 @@ class Gateway:
             ("grpc.max_send_message_length", MAX_MESSAGE),
             ("grpc.so_reuseport", 0),
         ])
-        snapshots = SnapshotService(store, admin, producer, config)
+        snapshots = SnapshotService(store, admin, producer, config, s.max_snapshots_per_project)
         janitor = Janitor(store, subs.delete, config, f"{s.internal_prefix}.janitor", resource_topic,
                           s.session_timeout_ms, s.expiration_check_seconds)
         await janitor.start()

@@ -37,6 +37,12 @@ class Settings:
     kafka_max_restarts: int = 3
     internal_prefix: str = "__pubsub_gateway"
     default_partitions: int = 4
+    # Resource limits (docs/limits.md). Every subscription gets a lease/ack log with as many
+    # partitions as its topic: a topic of N partitions with S subscriptions costs N * (1 + S).
+    max_partitions_per_topic: int = 64
+    max_topics_per_project: int = 10_000  # Google's limits
+    max_subscriptions_per_project: int = 10_000
+    max_snapshots_per_project: int = 5_000
     replication_factor: int = -1
     pull_max_wait_seconds: float = 5.0
     # Longer than a dead group coordinator takes to move (the broker's session, 9 s, and an
@@ -69,6 +75,7 @@ class Settings:
             raise SettingsError(f"--kafka-port must be 0..65535, got {self.kafka_port}")
         if self.default_partitions < 1:
             raise SettingsError("--default-partitions must be at least 1")
+        self._validate_limits()
         if self.replication_factor == 0 or self.replication_factor < -1:
             raise SettingsError("--replication-factor must be -1 (broker default) or >= 1")
         if not 0 < self.pull_max_wait_seconds <= 60:
@@ -110,6 +117,18 @@ class Settings:
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         return self
+
+    def _validate_limits(self) -> None:
+        for flag, value in (("--max-partitions-per-topic", self.max_partitions_per_topic),
+                            ("--max-topics-per-project", self.max_topics_per_project),
+                            ("--max-subscriptions-per-project", self.max_subscriptions_per_project),
+                            ("--max-snapshots-per-project", self.max_snapshots_per_project)):
+            if value < 1:
+                raise SettingsError(f"{flag} must be at least 1, got {value}")
+        if self.default_partitions > self.max_partitions_per_topic:
+            raise SettingsError(
+                f"--default-partitions ({self.default_partitions}) must not exceed "
+                f"--max-partitions-per-topic ({self.max_partitions_per_topic})")
 
     def _validate_push(self) -> None:
         if self.push_max_outstanding < 1:
@@ -175,6 +194,15 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
            "gateway exits with status 3 (default 3; 0 exits at the first)")
     p("--internal-prefix", default=default("internal_prefix"), help="prefix of the gateway's own topics")
     p("--default-partitions", type=int, default=default("default_partitions"))
+    p("--max-partitions-per-topic", type=int, default=default("max_partitions_per_topic"),
+      help="most partitions of a topic (label kafka-partitions, or an adopted Kafka topic); each "
+           "subscription's lease/ack log gets as many (default 64)")
+    p("--max-topics-per-project", type=int, default=default("max_topics_per_project"),
+      help="topics per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)")
+    p("--max-subscriptions-per-project", type=int, default=default("max_subscriptions_per_project"),
+      help="subscriptions per project; more answer RESOURCE_EXHAUSTED (default 10,000)")
+    p("--max-snapshots-per-project", type=int, default=default("max_snapshots_per_project"),
+      help="snapshots per project; more answer RESOURCE_EXHAUSTED (default 5,000)")
     p("--replication-factor", type=int, default=default("replication_factor"))
     p("--pull-max-wait-seconds", type=float, default=default("pull_max_wait_seconds"))
     p("--session-timeout-ms", type=int, default=default("session_timeout_ms"),
@@ -226,6 +254,10 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         kafka_max_restarts=int(ns.kafka_max_restarts),
         internal_prefix=str(ns.internal_prefix),
         default_partitions=int(ns.default_partitions),
+        max_partitions_per_topic=int(ns.max_partitions_per_topic),
+        max_topics_per_project=int(ns.max_topics_per_project),
+        max_subscriptions_per_project=int(ns.max_subscriptions_per_project),
+        max_snapshots_per_project=int(ns.max_snapshots_per_project),
         replication_factor=int(ns.replication_factor),
         pull_max_wait_seconds=float(ns.pull_max_wait_seconds),
         session_timeout_ms=int(ns.session_timeout_ms),
