@@ -74,10 +74,8 @@ def test_a_records_wire_size_covers_what_a_received_message_carries() -> None:
 
 
 def test_the_response_limit_is_a_setting_within_what_grpc_sends() -> None:
-    from gateway.server import MAX_MESSAGE
     from gateway.settings import Settings, SettingsError
 
-    assert MAX_MESSAGE == MAX_GRPC_MESSAGE
     assert Settings().pull_response_max_bytes == 4 * 1024 * 1024, "gRPC's default receive limit"
     Settings(pull_response_max_bytes=MAX_GRPC_MESSAGE).validate()
     for wrong in (MAX_GRPC_MESSAGE + 1, 1000):
