@@ -195,6 +195,26 @@ def url_hosts(url: str) -> set[str]:
     return hosts
 
 
+def problem(url: str, policy: Policy) -> str | None:
+    """What is wrong with `url` as a push endpoint, or None: it must be an http or https URL
+    with a host for urllib and for yarl (what the sender parses it with), without whitespace,
+    whose host is no address `policy` refuses."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+        sent = yarl.URL(url)
+    except (ValueError, TypeError):
+        return _NOT_A_URL
+    if parts.scheme not in ("http", "https") or not parts.hostname or not sent.raw_host or any(
+        c.isspace() for c in url
+    ):
+        return _NOT_A_URL
+    return endpoint_refusal(url, policy)
+
+
+_NOT_A_URL = "it must be an http or https URL with a host"
+
+
 def endpoint_refusal(url: str, policy: Policy) -> str | None:
     """Why `policy` refuses the endpoint `url` whatever names resolve to: its host is an address
     the policy refuses. None when it may be pushed to (names are judged when pushing)."""

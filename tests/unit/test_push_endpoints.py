@@ -209,6 +209,37 @@ def test_mask_never_shows_the_password(user: str, password: str) -> None:
     assert endpoints.mask(url) == "http://***@push.example.com/x?token=***#***"
 
 
+# -- what the core accepts as an endpoint (CreateSubscription, UpdateSubscription and
+#    ModifyPushConfig answer INVALID_ARGUMENT with this, gateway.core.subscriptions) ------------
+
+
+@pytest.mark.parametrize(("url", "policy", "says"), [
+    ("http://169.254.169.254/", "any", "link-local"),
+    ("http://0xa9fea9fe/", "any", "0xa9fea9fe (169.254.169.254) is link-local"),
+    ("http://[::ffff:169.254.169.254]/", "any", "IPv6 form of 169.254.169.254"),
+    ("http://127.0.0.1:8080/", "public", "loopback: refused by --push-destinations public"),
+    ("http://user:s3cret@10.0.0.1/?token=t0ken", "public", "10.0.0.1 is private"),
+    ("ftp://user:s3cret@example.com/", "any", "it must be an http or https URL with a host"),
+    ("http://evil\\@example.com/", "any", "it must be an http"),  # the sender's yarl refuses it
+    ("http:///path", "any", "it must be an http"),
+    ("http://host:99999/", "any", "it must be an http"),
+    ("http://host/a b", "any", "it must be an http"),
+    ("file:///etc/passwd", "any", "it must be an http"),
+])
+def test_problems_of_endpoints(url: str, policy: endpoints.Policy, says: str) -> None:
+    problem = endpoints.problem(url, policy)
+    assert problem is not None and says in problem, problem
+    assert "s3cret" not in problem and "t0ken" not in problem
+
+
+@pytest.mark.parametrize(("url", "policy"), [
+    ("http://127.0.0.1:8080/push", "any"), ("http://localhost/push", "public"),
+    ("https://user:pw@push.example.com/x?token=1", "public"), ("http://[2606:4700::1]/", "public"),
+])
+def test_endpoints_without_problems(url: str, policy: endpoints.Policy) -> None:
+    assert endpoints.problem(url, policy) is None
+
+
 # -- the setting (gateway.settings) ----------------------------------------------------------
 
 
