@@ -1,7 +1,7 @@
 """Push endpoint URLs: which destinations the gateway may push to, and their masking for logs.
 
 Pure functions on values (no I/O); the sender applies `refusal` to every address it is about to
-connect to, and the core applies `endpoint_refusal` to the endpoints CreateSubscription,
+connect to, and the core applies `problem` to the endpoints CreateSubscription,
 UpdateSubscription and ModifyPushConfig set.
 
 The destination policy (`--push-destinations`, docs/push.md "Destinations"):
@@ -65,7 +65,7 @@ def policy(name: str) -> Policy:
 
 
 def refusal(address: Address, policy: Policy) -> str | None:
-    """Why `policy` refuses pushes to `address` ("link-local (never a push destination)"), or
+    """Why `policy` refuses pushes to `address` ("link-local: never a push destination"), or
     None when it allows them."""
     if isinstance(address, ipaddress.IPv6Address):
         inner = _embedded_ipv4(address)
@@ -146,7 +146,7 @@ def host_address(host: str) -> Address | None:
             return ipaddress.IPv6Address(h)  # a zone ("%eth0") is kept as the scope id
         except ValueError:
             return None
-    return inet_aton(h.removesuffix("."))
+    return inet_aton(h.rstrip("."))  # a trailing dot makes an address a name: judged as one
 
 
 def inet_aton(text: str) -> ipaddress.IPv4Address | None:
