@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
+from gateway.push import endpoints
 from gateway.translate.records import MAX_GRPC_MESSAGE
 
 ENV_PREFIX = "PUBSUB_GATEWAY_"
@@ -63,6 +64,9 @@ class Settings:
     push_auth_issuer: str = ""
     push_auth_key_file: Path | None = None
     push_auth_key_rotation_hours: float = 24.0
+    # Where pushes may go besides the addresses refused always (link-local, metadata, ...):
+    # "any" or "public" (no loopback, private or other non-global addresses). docs/push.md
+    push_destinations: endpoints.Policy = endpoints.DEFAULT_POLICY
     event_loop: str = "auto"  # uvloop where installed, else asyncio's own
     log_level: str = "INFO"
 
@@ -139,6 +143,8 @@ class Settings:
             raise SettingsError("--push-auth-issuer must be an http(s) URL")
         if self.push_auth_key_rotation_hours < 1:
             raise SettingsError("--push-auth-key-rotation-hours must be at least 1")
+        if self.push_destinations not in endpoints.POLICIES:
+            raise SettingsError(_DESTINATIONS_ERROR.format(self.push_destinations))
 
     def masked(self) -> dict[str, object]:
         """The settings as a dict fit for a log line: secret Kafka options are masked."""
@@ -148,6 +154,16 @@ class Settings:
             for k, v in self.kafka_config.items()
         }
         return out
+
+
+_DESTINATIONS_ERROR = "--push-destinations must be any or public, got {!r}"
+
+
+def _push_destinations(value: object) -> endpoints.Policy:
+    try:
+        return endpoints.policy(str(value).strip().lower())
+    except ValueError:
+        raise SettingsError(_DESTINATIONS_ERROR.format(value)) from None
 
 
 def _parse_kafka_config(items: Sequence[str]) -> dict[str, str]:
@@ -234,6 +250,10 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--push-auth-key-file", type=Path, default=default("push_auth_key_file"),
       help="PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)")
     p("--push-auth-key-rotation-hours", type=float, default=default("push_auth_key_rotation_hours"))
+    p("--push-destinations", default=default("push_destinations"),
+      help="where push endpoints may be: any (the default) or public (not loopback, private or "
+           "other non-global addresses, checked after DNS resolution). Link-local addresses, "
+           "the cloud metadata address among them, are refused always")
     p("--event-loop", default=default("event_loop"),
       help="auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)")
     p("--log-level", default=default("log_level"))
@@ -274,6 +294,7 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         push_auth_issuer=str(ns.push_auth_issuer or ""),
         push_auth_key_file=Path(ns.push_auth_key_file) if ns.push_auth_key_file else None,
         push_auth_key_rotation_hours=float(ns.push_auth_key_rotation_hours),
+        push_destinations=_push_destinations(ns.push_destinations),
         event_loop=str(ns.event_loop),
         log_level=str(ns.log_level).upper(),
     ).validate()

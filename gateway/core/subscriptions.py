@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import urllib.parse
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
@@ -27,6 +26,7 @@ from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
 from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
+from gateway.push import endpoints
 from gateway.settings import Settings
 from gateway.translate import filters, limits, names
 
@@ -56,7 +56,7 @@ def _seconds(d: duration_pb2.Duration) -> float:
     return d.seconds + d.nanos / 1e9
 
 
-def validate(sub: Any, min_ttl_seconds: int = DAY) -> None:
+def validate(sub: Any, min_ttl_seconds: int = DAY, *, destinations: endpoints.Policy) -> None:
     """Field checks shared by create and update (all before any write)."""
     sub.ack_deadline_seconds = limits.ack_deadline(sub.ack_deadline_seconds)
     if sub.HasField("message_retention_duration"):
@@ -89,21 +89,15 @@ def validate(sub: Any, min_ttl_seconds: int = DAY) -> None:
         raise InvalidArgument(f"Invalid expiration_policy.ttl: the minimum is {min_ttl_seconds} s (1 day).")
     filters.parse(sub.filter)  # INVALID_ARGUMENT naming the position of a syntax error
     if sub.push_config.push_endpoint:
-        check_endpoint(sub.push_config.push_endpoint)
+        check_endpoint(sub.push_config.push_endpoint, destinations)
 
 
-def check_endpoint(url: str) -> None:
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises on a malformed port
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or any(
-        c.isspace() for c in url
-    ):
-        raise InvalidArgument(
-            f"Invalid push_config.push_endpoint {url!r}: it must be an http or https URL with a host."
-        )
+def check_endpoint(url: str, destinations: endpoints.Policy) -> None:
+    """INVALID_ARGUMENT, showing the URL masked, unless `url` is an endpoint pushes may go to
+    (names are judged when pushing: docs/push.md, "Destinations")."""
+    problem = endpoints.problem(url, destinations)
+    if problem is not None:
+        raise InvalidArgument(f"Invalid push_config.push_endpoint {endpoints.mask(url)!r}: {problem}.")
 
 
 class SubscriptionService:
@@ -123,7 +117,8 @@ class SubscriptionService:
         names.topic(request.topic)
         sub = pubsub_pb2.Subscription()
         sub.CopyFrom(request)
-        validate(sub, self._settings.min_expiration_ttl_seconds)
+        validate(sub, self._settings.min_expiration_ttl_seconds,
+                 destinations=self._settings.push_destinations)
         limits.check_labels(sub.labels)
         if not sub.HasField("expiration_policy"):
             sub.expiration_policy.ttl.seconds = 31 * DAY
@@ -217,7 +212,8 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         masks.apply(request, proto, mask, UPDATABLE)
-        validate(proto, self._settings.min_expiration_ttl_seconds)
+        validate(proto, self._settings.min_expiration_ttl_seconds,
+                 destinations=self._settings.push_destinations)
         if "labels" in mask:
             limits.check_labels(proto.labels)
         stored = await self._store.update(Resource("subscription", res.name, proto, res.meta))
@@ -282,5 +278,6 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         proto.push_config.CopyFrom(push_config)
-        validate(proto, self._settings.min_expiration_ttl_seconds)
+        validate(proto, self._settings.min_expiration_ttl_seconds,
+                 destinations=self._settings.push_destinations)
         await self._store.update(Resource("subscription", name, proto, res.meta))
