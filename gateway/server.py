@@ -85,7 +85,7 @@ class Gateway:
 
         server = grpc.aio.server(options=grpc_options(s),
                                  maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs)
-        snapshots = SnapshotService(store, admin, producer, config)
+        snapshots = SnapshotService(store, admin, producer, config, s.max_snapshots_per_project)
         janitor = Janitor(store, subs.delete, config, f"{s.internal_prefix}.janitor", resource_topic,
                           s.session_timeout_ms, s.expiration_check_seconds)
         await janitor.start()

@@ -14,8 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
+from gateway.push import endpoints
+from gateway.translate.records import MAX_GRPC_MESSAGE
 
 ENV_PREFIX = "PUBSUB_GATEWAY_"
+MIN_PULL_RESPONSE_BYTES = 1024 * 1024
 # Kafka options whose values are masked in logs: passwords, keys, and whole JAAS or OAuth configs.
 _SECRET_WORDS = ("password", "secret", "token", "key", "jaas", "oauthbearer.config", "credential")
 
@@ -38,6 +41,12 @@ class Settings:
     kafka_max_restarts: int = 3
     internal_prefix: str = "__pubsub_gateway"
     default_partitions: int = 4
+    # Resource limits (docs/limits.md). Every subscription gets a lease/ack log with as many
+    # partitions as its topic: a topic of N partitions with S subscriptions costs N * (1 + S).
+    max_partitions_per_topic: int = 64
+    max_topics_per_project: int = 10_000  # Google's limits
+    max_subscriptions_per_project: int = 10_000
+    max_snapshots_per_project: int = 5_000
     replication_factor: int = -1
     pull_max_wait_seconds: float = 5.0
     # Longer than a dead group coordinator takes to move (the broker's session, 9 s, and an
@@ -47,6 +56,9 @@ class Settings:
     checkpoint_interval_seconds: float = 1.0
     shutdown_grace_seconds: float = 5.0
     stream_max_seconds: float = 1800.0
+    # gRPC's default limit on a received message: what the official clients keep when they are
+    # pointed at an emulator (PUBSUB_EMULATOR_HOST makes them open a plain channel).
+    pull_response_max_bytes: int = 4 * 1024 * 1024
     advertise_address: str = ""
     expiration_check_seconds: float = 60.0
     min_expiration_ttl_seconds: int = 86_400
@@ -55,6 +67,9 @@ class Settings:
     push_auth_issuer: str = ""
     push_auth_key_file: Path | None = None
     push_auth_key_rotation_hours: float = 24.0
+    # Where pushes may go besides the addresses refused always (link-local, metadata, ...):
+    # "any" or "public" (no loopback, private or other non-global addresses). docs/push.md
+    push_destinations: endpoints.Policy = endpoints.DEFAULT_POLICY
     # Connection limits and timeouts (docs/connections.md).
     http_max_connections: int = 1000
     http_header_timeout_seconds: float = 10.0
@@ -78,6 +93,7 @@ class Settings:
             raise SettingsError(f"--kafka-port must be 0..65535, got {self.kafka_port}")
         if self.default_partitions < 1:
             raise SettingsError("--default-partitions must be at least 1")
+        self._validate_limits()
         if self.replication_factor == 0 or self.replication_factor < -1:
             raise SettingsError("--replication-factor must be -1 (broker default) or >= 1")
         if not 0 < self.pull_max_wait_seconds <= 60:
@@ -96,6 +112,9 @@ class Settings:
             )
         if self.stream_max_seconds < 1:
             raise SettingsError("--stream-max-seconds must be at least 1")
+        if not MIN_PULL_RESPONSE_BYTES <= self.pull_response_max_bytes <= MAX_GRPC_MESSAGE:
+            raise SettingsError(f"--pull-response-max-bytes must be {MIN_PULL_RESPONSE_BYTES:,}.."
+                                f"{MAX_GRPC_MESSAGE:,} (the gateway's gRPC message limit)")
         for key in FORCED_KAFKA_CONFIG:
             if key in self.kafka_config:
                 raise SettingsError(f"--kafka-config {key} cannot be set: the gateway creates every "
@@ -118,6 +137,18 @@ class Settings:
             raise SettingsError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         return self
 
+    def _validate_limits(self) -> None:
+        for flag, value in (("--max-partitions-per-topic", self.max_partitions_per_topic),
+                            ("--max-topics-per-project", self.max_topics_per_project),
+                            ("--max-subscriptions-per-project", self.max_subscriptions_per_project),
+                            ("--max-snapshots-per-project", self.max_snapshots_per_project)):
+            if value < 1:
+                raise SettingsError(f"{flag} must be at least 1, got {value}")
+        if self.default_partitions > self.max_partitions_per_topic:
+            raise SettingsError(
+                f"--default-partitions ({self.default_partitions}) must not exceed "
+                f"--max-partitions-per-topic ({self.max_partitions_per_topic})")
+
     def _validate_push(self) -> None:
         if self.push_max_outstanding < 1:
             raise SettingsError("--push-max-outstanding must be at least 1")
@@ -127,6 +158,8 @@ class Settings:
             raise SettingsError("--push-auth-issuer must be an http(s) URL")
         if self.push_auth_key_rotation_hours < 1:
             raise SettingsError("--push-auth-key-rotation-hours must be at least 1")
+        if self.push_destinations not in endpoints.POLICIES:
+            raise SettingsError(_DESTINATIONS_ERROR.format(self.push_destinations))
 
     def _validate_connections(self) -> None:
         for name in ("http_max_connections", "grpc_max_connections", "grpc_max_concurrent_rpcs",
@@ -158,6 +191,16 @@ class Settings:
             for k, v in self.kafka_config.items()
         }
         return out
+
+
+_DESTINATIONS_ERROR = "--push-destinations must be any or public, got {!r}"
+
+
+def _push_destinations(value: object) -> endpoints.Policy:
+    try:
+        return endpoints.policy(str(value).strip().lower())
+    except ValueError:
+        raise SettingsError(_DESTINATIONS_ERROR.format(value)) from None
 
 
 def _parse_kafka_config(items: Sequence[str]) -> dict[str, str]:
@@ -312,6 +355,15 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
            "gateway exits with status 3 (default 3; 0 exits at the first)")
     p("--internal-prefix", default=default("internal_prefix"), help="prefix of the gateway's own topics")
     p("--default-partitions", type=int, default=default("default_partitions"))
+    p("--max-partitions-per-topic", type=int, default=default("max_partitions_per_topic"),
+      help="most partitions of a topic (label kafka-partitions, or an adopted Kafka topic); each "
+           "subscription's lease/ack log gets as many (default 64)")
+    p("--max-topics-per-project", type=int, default=default("max_topics_per_project"),
+      help="topics per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)")
+    p("--max-subscriptions-per-project", type=int, default=default("max_subscriptions_per_project"),
+      help="subscriptions per project; more answer RESOURCE_EXHAUSTED (default 10,000)")
+    p("--max-snapshots-per-project", type=int, default=default("max_snapshots_per_project"),
+      help="snapshots per project; more answer RESOURCE_EXHAUSTED (default 5,000)")
     p("--replication-factor", type=int, default=default("replication_factor"))
     p("--pull-max-wait-seconds", type=float, default=default("pull_max_wait_seconds"))
     p("--session-timeout-ms", type=int, default=default("session_timeout_ms"),
@@ -329,6 +381,10 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
       help="HOST:PORT where other gateway processes reach this one (default: --host:--port)")
     p("--stream-max-seconds", type=float, default=default("stream_max_seconds"),
       help="StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect")
+    p("--pull-response-max-bytes", type=int, default=default("pull_response_max_bytes"),
+      help="each Pull and StreamingPull response stays under this size, but holds one message at "
+           "least (default 4 MiB: gRPC's own limit, which the official clients keep against an "
+           "emulator host; up to 20 MiB for clients that accept more)")
     p("--push-max-outstanding", type=int, default=default("push_max_outstanding"),
       help="largest push window: pushes outstanding per subscription and process (default 1000)")
     p("--push-max-connections", type=int, default=default("push_max_connections"),
@@ -339,6 +395,10 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--push-auth-key-file", type=Path, default=default("push_auth_key_file"),
       help="PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)")
     p("--push-auth-key-rotation-hours", type=float, default=default("push_auth_key_rotation_hours"))
+    p("--push-destinations", default=default("push_destinations"),
+      help="where push endpoints may be: any (the default) or public (not loopback, private or "
+           "other non-global addresses, checked after DNS resolution). Link-local addresses, "
+           "the cloud metadata address among them, are refused always")
     p("--http-max-connections", type=int, default=default("http_max_connections"),
       help="open connections of the REST port; one past it is answered 503 and closed (default 1000)")
     p("--http-header-timeout-seconds", type=float, default=default("http_header_timeout_seconds"),
@@ -383,6 +443,10 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         kafka_max_restarts=int(ns.kafka_max_restarts),
         internal_prefix=str(ns.internal_prefix),
         default_partitions=int(ns.default_partitions),
+        max_partitions_per_topic=int(ns.max_partitions_per_topic),
+        max_topics_per_project=int(ns.max_topics_per_project),
+        max_subscriptions_per_project=int(ns.max_subscriptions_per_project),
+        max_snapshots_per_project=int(ns.max_snapshots_per_project),
         replication_factor=int(ns.replication_factor),
         pull_max_wait_seconds=float(ns.pull_max_wait_seconds),
         session_timeout_ms=int(ns.session_timeout_ms),
@@ -390,6 +454,7 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         checkpoint_interval_seconds=float(ns.checkpoint_interval_seconds),
         shutdown_grace_seconds=float(ns.shutdown_grace_seconds),
         stream_max_seconds=float(ns.stream_max_seconds),
+        pull_response_max_bytes=int(ns.pull_response_max_bytes),
         advertise_address=str(ns.advertise_address or ""),
         expiration_check_seconds=float(ns.expiration_check_seconds),
         min_expiration_ttl_seconds=int(ns.min_expiration_ttl_seconds),
@@ -398,6 +463,7 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
         push_auth_issuer=str(ns.push_auth_issuer or ""),
         push_auth_key_file=Path(ns.push_auth_key_file) if ns.push_auth_key_file else None,
         push_auth_key_rotation_hours=float(ns.push_auth_key_rotation_hours),
+        push_destinations=_push_destinations(ns.push_destinations),
         http_max_connections=int(ns.http_max_connections),
         http_header_timeout_seconds=float(ns.http_header_timeout_seconds),
         http_body_timeout_seconds=float(ns.http_body_timeout_seconds),

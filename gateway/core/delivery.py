@@ -32,7 +32,7 @@ from gateway.kafka.producer import Producer
 from gateway.leases.commands import Command
 from gateway.settings import Settings
 from gateway.translate import ackids, limits, names
-from gateway.translate.records import Record
+from gateway.translate.records import RESPONSE_FRAMING_BYTES, Record
 
 log = logging.getLogger(__name__)
 # How long a runner's first pull waits for the group to assign partitions, before its own wait
@@ -91,6 +91,14 @@ class DeliveryService:
         await asyncio.gather(*(r.stop() for r in runners), return_exceptions=True)
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def response_budget(self, confirmations: int = 0) -> int:
+        """Bytes of messages one Pull or StreamingPull response may carry (Record.wire_size):
+        under --pull-response-max-bytes with room for its other fields, such as exactly-once
+        confirmations (ack ids, ~100 bytes each). Messages that do not fit stay, unleased, for
+        the next response: one too large for the client would fail every time, and spend a
+        delivery attempt of each message in it."""
+        return self._settings.pull_response_max_bytes - RESPONSE_FRAMING_BYTES - 128 * confirmations
 
     def _subscription(self, name: str) -> Resource:
         names.subscription(name)
@@ -208,7 +216,7 @@ class DeliveryService:
         end = min(last, loop.time() + self._settings.pull_max_wait_seconds)
         while True:
             lease_until = now_ms() + deadline_s * 1000
-            taken = runner.take(max_messages, lease_until)
+            taken = runner.take(max_messages, lease_until, self.response_budget())
             if taken:
                 break
             remaining = end - loop.time()

@@ -6,6 +6,12 @@ plus Kafka's fetch wait, typically under a second). Writes wait until this proce
 its own write back, so a client sees what it just did. Concurrent creates of one name are
 decided by log order: the first create wins, later ones are refused with ALREADY_EXISTS and
 their writers re-write the winner so that compaction keeps the winner's record.
+
+Quotas (resources of a kind per project) are decided by log order too: a create is refused when
+the resources of its kind and project that came before it in the log already reach the limit.
+Every process reads the log in the same order, so several processes sharing one Kafka never
+admit more than the limit together (a resource deleted while a create is decided may make it
+refuse one that would just have fit).
 """
 
 from __future__ import annotations
@@ -16,11 +22,11 @@ import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
-from gateway.errors import AlreadyExists, NotFound, Unavailable
+from gateway.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
@@ -66,6 +72,17 @@ class Resource:
 
 
 Listener = Callable[[Kind, str, "Resource | None"], None]
+RECORD_OVERHEAD = 512  # bytes of a Kafka record batch around one resource's key and value
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Quota:
+    """At most `limit` resources whose names start with `prefix` (a kind in one project);
+    `refusal(current)` is the error for a create that would exceed it."""
+
+    prefix: str
+    limit: int
+    refusal: Callable[[int], Exception]
 
 
 class ResourceStore:
@@ -76,6 +93,8 @@ class ResourceStore:
         self._config = kafka_config
         self._topic = topic
         self._items: dict[bytes, Resource] = {}
+        self._since: dict[bytes, int] = {}  # the log offset at which each resource appeared
+        self._max_record = 1_000_000  # read from the topic at start
         self._applied = -1
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._reader: kafka_consumer.TailReader | None = None
@@ -89,6 +108,9 @@ class ResourceStore:
         await self._admin.ensure_topic(TopicSpec(self._topic, 1, {"cleanup.policy": "compact"}, {
             "min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000",
         }))
+        configured = (await self._admin.topic_config(self._topic)).get("max.message.bytes", "")
+        if configured.isdigit():
+            self._max_record = int(configured)
         end = await asyncio.to_thread(kafka_consumer.end_offset, self._config, self._topic, 0)
         self._reader = kafka_consumer.TailReader(self._config, "resources", self._on_messages)
         self._reader.start({(self._topic, 0): 0})
@@ -123,20 +145,81 @@ class ResourceStore:
     def all(self, kind: Kind) -> Iterator[Resource]:
         return (r for r in self._items.values() if r.kind == kind)
 
+    def count(self, kind: Kind, prefix: str, before: int | None = None) -> int:
+        """How many resources of `kind` have names starting with `prefix` (those that appeared
+        in the log before offset `before`, if given)."""
+        head = f"{kind}/{prefix}".encode()
+        return sum(1 for k, at in self._since.items()
+                   if k.startswith(head) and (before is None or at < before))
+
+    def check_quota(self, kind: Kind, quota: Quota) -> None:
+        """Refuse a create at once when the quota is reached already (before any other write)."""
+        current = self.count(kind, quota.prefix)
+        if current >= quota.limit:
+            raise quota.refusal(current)
+
+    def check_size(self, res: Resource) -> None:
+        """INVALID_ARGUMENT when the resource is too large for the resources topic."""
+        size = len(res.key()) + len(res.encode(create=True))
+        if size > self._max_record - RECORD_OVERHEAD:
+            raise self._too_large(res, size)
+
+    def _too_large(self, res: Resource, size: int) -> InvalidArgument:
+        return InvalidArgument(
+            f"The {res.kind} {res.name} takes {size} bytes when stored, more than the gateway's "
+            f"resources topic {self._topic} accepts (max.message.bytes {self._max_record}, less "
+            f"{RECORD_OVERHEAD} bytes of overhead); make its fields shorter."
+        )
+
     # -- writing ---------------------------------------------------------------------------
 
-    async def create(self, res: Resource) -> Resource:
-        """Store a new resource; ALREADY_EXISTS if the name is taken (decided by log order)."""
+    async def create(self, res: Resource, quota: Quota | None = None) -> Resource:
+        """Store a new resource; ALREADY_EXISTS if the name is taken, RESOURCE_EXHAUSTED if the
+        quota was reached before it (both decided by log order: see the module's doc). Either
+        way nothing of it stays stored. UNAVAILABLE leaves it unknown whether it is: see
+        `outcome`. `res.op` names this create (one is made when empty)."""
         if self.get(res.kind, res.name) is not None:
             raise AlreadyExists(f"{res.kind.capitalize()} already exists: {res.name}")
-        mine = dataclasses.replace(res, op=uuid.uuid4().hex)
-        await self._write(mine.key(), mine.encode(create=True))
+        if quota is not None:
+            self.check_quota(res.kind, quota)
+        mine = res if res.op else dataclasses.replace(res, op=uuid.uuid4().hex)
+        try:
+            offset = await self._write(mine.key(), mine.encode(create=True))
+        except InvalidArgument as exc:  # Kafka refused the record as too large: not written
+            size = len(mine.key()) + len(mine.encode(create=True))
+            raise self._too_large(mine, size) from exc
         current = self.get(res.kind, res.name)
         if current is None or current.op != mine.op:
             if current is not None:  # we lost a race: make the winner the last record again
                 await self._write(current.key(), current.encode(create=False))
             raise AlreadyExists(f"{res.kind.capitalize()} already exists: {res.name}")
+        if quota is not None:
+            before = self.count(res.kind, quota.prefix, before=offset)
+            if before >= quota.limit:  # others came first: ours goes again
+                log.info("%s %s refused after all: %d came first in the log (limit %d)",
+                         res.kind, res.name, before, quota.limit)
+                await self._write(mine.key(), None)
+                raise quota.refusal(before)
         return current
+
+    async def outcome(self, kind: Kind, name: str, op: str, wait: float = 120.0) -> bool | None:
+        """Whether the create `op` of (kind, name) is stored, once this process has read all
+        that was written to the log until now (a create that failed with UNAVAILABLE may yet
+        have been written); None when that cannot be told within `wait` seconds."""
+        assert self._loop is not None
+        deadline = self._loop.time() + wait
+        while True:
+            try:
+                end = await asyncio.to_thread(kafka_consumer.end_offset, self._config, self._topic, 0)
+                await self._caught_up(end - 1, max(1.0, deadline - self._loop.time()))
+            except Exception as exc:  # noqa: BLE001 - Kafka still unreachable: try again
+                if self._loop.time() >= deadline:
+                    log.warning("could not tell whether %s %s was stored: %s", kind, name, exc)
+                    return None
+                await asyncio.sleep(1.0)
+                continue
+            current = self.get(kind, name)
+            return current is not None and current.op == op
 
     async def update(self, res: Resource) -> Resource:
         mine = dataclasses.replace(res, op=uuid.uuid4().hex)
@@ -146,9 +229,10 @@ class ResourceStore:
     async def delete(self, kind: Kind, name: str) -> None:
         await self._write(f"{kind}/{name}".encode(), None)
 
-    async def _write(self, key: bytes, value: bytes | None) -> None:
+    async def _write(self, key: bytes, value: bytes | None) -> int:
         _, offset = (await self._producer.send(self._topic, [(key, value, None)], partition=0))[0]
         await self._caught_up(offset)
+        return offset
 
     async def _caught_up(self, offset: int, wait: float = 30.0) -> None:
         if offset <= self._applied:
@@ -173,7 +257,7 @@ class ResourceStore:
             if key is None:
                 continue
             try:
-                self._apply_one(key, value)
+                self._apply_one(key, value, offset)
             except Exception:
                 log.exception("unreadable resource record at offset %d", offset)
         done = [w for w in self._waiters if w[0] <= self._applied]
@@ -182,15 +266,17 @@ class ResourceStore:
             if not fut.done():
                 fut.set_result(None)
 
-    def _apply_one(self, key: bytes, value: bytes | None) -> None:
+    def _apply_one(self, key: bytes, value: bytes | None, offset: int) -> None:
         kind, _, name = key.decode().partition("/")
         if value is None:
+            self._since.pop(key, None)
             if self._items.pop(key, None) is not None:
                 self._notify(kind, name, None)  # type: ignore[arg-type]
             return
         res, create = Resource.decode(value)
         if create and key in self._items:
             return  # a create that lost the race
+        self._since.setdefault(key, offset)
         self._items[key] = res
         self._notify(res.kind, res.name, res)
 
@@ -200,3 +286,35 @@ class ResourceStore:
                 listener(kind, name, res)
             except Exception:
                 log.exception("resource listener failed for %s %s", kind, name)
+
+
+Step = Callable[[], Awaitable[None]]
+
+
+class Rollback:
+    """What a create made so far (Kafka topics, a consumer group, a config), undone in reverse
+    order when the create fails half way. An undo step that fails is tried again a few times;
+    what still cannot be undone is logged as a WARNING naming it."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._steps: list[tuple[str, Step]] = []
+
+    def add(self, thing: str, undo: Step) -> None:
+        self._steps.append((thing, undo))
+
+    async def run(self, attempts: int = 5) -> None:
+        for thing, undo in reversed(self._steps):
+            wait = 0.5
+            for attempt in range(1, attempts + 1):
+                try:
+                    await undo()
+                    break
+                except Exception as exc:  # noqa: BLE001 - logged; the next step still runs
+                    if attempt == attempts:
+                        log.warning("%s failed half way and %s is left behind: %s",
+                                    self._what, thing, exc)
+                        break
+                    await asyncio.sleep(wait)
+                    wait *= 2
+        self._steps.clear()

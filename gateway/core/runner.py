@@ -27,7 +27,7 @@ from gateway.leases import logformat
 from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
 from gateway.leases.fold import fold
 from gateway.leases.ranges import to_ranges
-from gateway.leases.state import PartitionState
+from gateway.leases.state import Budget, PartitionState
 from gateway.translate.records import Record, to_message
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ LEASE_PATIENCE_SECONDS = 1.0
 # How long the dead-letter loop leaves a partition alone after Kafka's authorizer refused its
 # transaction: each try makes a transactional producer.
 DENIED_RETRY_SECONDS = 5.0
+
+
+def _wire_size(record: Record) -> int:
+    return record.wire_size
 
 
 def now_ms() -> int:
@@ -336,8 +340,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     # -- delivery --------------------------------------------------------------------------
 
-    def take(self, n: int, deadline_ms: int) -> list[tuple[int, int, int, Record]]:
-        """Lease up to n messages across owned partitions: (partition, offset, generation, record).
+    def take(self, n: int, deadline_ms: int, max_bytes: int | None = None,
+             ) -> list[tuple[int, int, int, Record]]:
+        """Lease up to n messages across owned partitions: (partition, offset, generation, record),
+        and, given `max_bytes`, no more than fit a response of that size (Record.wire_size; one
+        message at least). What does not fit is not leased and spends no delivery attempt.
 
         PERMISSION_DENIED while Kafka's authorizer refuses what serving the subscription takes:
         the group, its topic, or a dead-letter transaction."""
@@ -349,12 +356,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         out: list[tuple[int, int, int, Record]] = []
         states = self._deliverable()
         share = max(1, n // max(1, len(states)))
+        budget = None if max_bytes is None else Budget(max_bytes, _wire_size)
         for rnd in range(2):  # a fair share from each partition first, then whatever is left
             for state in states:
                 want = n - len(out)
                 if want <= 0:
                     break
-                got = state.take(min(want, share) if rnd == 0 else want, now, deadline_ms)
+                got = state.take(min(want, share) if rnd == 0 else want, now, deadline_ms, budget)
                 out.extend((state.partition, o, g, r) for o, g, r in got)
         self._update_wants()
         return out

@@ -20,7 +20,7 @@ from typing import Any
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.core import masks
 from gateway.core.paging import page
-from gateway.core.resources import Resource, ResourceStore
+from gateway.core.resources import Quota, Resource, ResourceStore
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin
@@ -28,7 +28,7 @@ from gateway.kafka.producer import Producer
 from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
 from gateway.leases.fold import fold
-from gateway.translate import names
+from gateway.translate import limits, names
 
 log = logging.getLogger(__name__)
 SNAPSHOT_LIFETIME_S = 7 * 24 * 3600
@@ -38,7 +38,8 @@ PartitionAcks = dict[str, Any]  # {"w": watermark, "acked": [[start, end], ...]}
 
 class SnapshotService:
     def __init__(self, store: ResourceStore, admin: Admin, producer: Producer,
-                 kafka_config: dict[str, Any]) -> None:
+                 kafka_config: dict[str, Any], max_per_project: int = 5_000) -> None:
+        self._max_per_project = max_per_project
         self._store = store
         self._admin = admin
         self._producer = producer
@@ -54,17 +55,27 @@ class SnapshotService:
 
     async def create(self, name: str, subscription: str, labels: Any) -> Any:
         names.snapshot(name)
+        limits.check_labels(labels)
         sub = self._subscription(subscription)
         if self._store.get("snapshot", name) is not None:
             raise AlreadyExists(f"Snapshot already exists: {name}")
+        quota = self.quota(name.split("/")[1])
+        self._store.check_quota("snapshot", quota)
         if sub.proto.topic == names.DELETED_TOPIC:
             raise FailedPrecondition(f"The topic of {subscription} was deleted.")
         acks = await self._capture(sub)
         proto = pubsub_pb2.Snapshot(name=name, topic=sub.proto.topic, labels=labels)
         proto.expire_time.FromSeconds(int(time.time()) + SNAPSHOT_LIFETIME_S)
         meta = {"kafka_topic": sub.meta["kafka_topic"], "partitions": acks}
-        stored = await self._store.create(Resource("snapshot", name, proto, meta))
+        res = Resource("snapshot", name, proto, meta)
+        self._store.check_size(res)
+        stored = await self._store.create(res, quota)
         return stored.proto
+
+    def quota(self, project: str) -> Quota:
+        limit = self._max_per_project
+        return Quota(f"projects/{project}/snapshots/", limit, lambda current: limits.quota_exceeded(
+            "snapshots", project, current, limit, "--max-snapshots-per-project"))
 
     async def _capture(self, sub: Resource) -> dict[str, PartitionAcks]:
         """Every partition's ack state, folded from the whole log (every confirmed ack is there)."""
@@ -82,6 +93,8 @@ class SnapshotService:
         proto = pubsub_pb2.Snapshot()
         proto.CopyFrom(res.proto)
         masks.apply(snapshot, proto, mask, UPDATABLE)
+        if "labels" in mask:
+            limits.check_labels(proto.labels)
         stored = await self._store.update(Resource("snapshot", res.name, proto, res.meta))
         return stored.proto
 

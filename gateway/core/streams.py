@@ -135,7 +135,8 @@ class StreamSession:
             taken = []
             if room:
                 until = now_ms() + self.deadline_seconds * 1000
-                taken = runner.take(min(room, CHUNK * 10), until)
+                taken = runner.take(min(room, CHUNK * 10), until,
+                                    self._service.response_budget(len(self._confirmations)))
                 # Respect the byte limit: count what fits, give back the rest.
                 used, outstanding = self._bytes, self._outstanding
                 for i, (p, o, _, r) in enumerate(taken):

@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import urllib.parse
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from google.protobuf import duration_pb2
@@ -21,12 +20,13 @@ from google.protobuf import duration_pb2
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.core import masks
 from gateway.core.paging import page
-from gateway.core.resources import Resource, ResourceStore
-from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from gateway.core.resources import Quota, Resource, ResourceStore, Rollback
+from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
 from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
+from gateway.push import endpoints
 from gateway.settings import Settings
 from gateway.translate import filters, limits, names
 
@@ -56,7 +56,7 @@ def _seconds(d: duration_pb2.Duration) -> float:
     return d.seconds + d.nanos / 1e9
 
 
-def validate(sub: Any, min_ttl_seconds: int = DAY) -> None:
+def validate(sub: Any, min_ttl_seconds: int = DAY, *, destinations: endpoints.Policy) -> None:
     """Field checks shared by create and update (all before any write)."""
     sub.ack_deadline_seconds = limits.ack_deadline(sub.ack_deadline_seconds)
     if sub.HasField("message_retention_duration"):
@@ -89,21 +89,15 @@ def validate(sub: Any, min_ttl_seconds: int = DAY) -> None:
         raise InvalidArgument(f"Invalid expiration_policy.ttl: the minimum is {min_ttl_seconds} s (1 day).")
     filters.parse(sub.filter)  # INVALID_ARGUMENT naming the position of a syntax error
     if sub.push_config.push_endpoint:
-        check_endpoint(sub.push_config.push_endpoint)
+        check_endpoint(sub.push_config.push_endpoint, destinations)
 
 
-def check_endpoint(url: str) -> None:
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises on a malformed port
-    except ValueError:
-        parts = None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or any(
-        c.isspace() for c in url
-    ):
-        raise InvalidArgument(
-            f"Invalid push_config.push_endpoint {url!r}: it must be an http or https URL with a host."
-        )
+def check_endpoint(url: str, destinations: endpoints.Policy) -> None:
+    """INVALID_ARGUMENT, showing the URL masked, unless `url` is an endpoint pushes may go to
+    (names are judged when pushing: docs/push.md, "Destinations")."""
+    problem = endpoints.problem(url, destinations)
+    if problem is not None:
+        raise InvalidArgument(f"Invalid push_config.push_endpoint {endpoints.mask(url)!r}: {problem}.")
 
 
 class SubscriptionService:
@@ -123,11 +117,15 @@ class SubscriptionService:
         names.topic(request.topic)
         sub = pubsub_pb2.Subscription()
         sub.CopyFrom(request)
-        validate(sub, self._settings.min_expiration_ttl_seconds)
+        validate(sub, self._settings.min_expiration_ttl_seconds,
+                 destinations=self._settings.push_destinations)
+        limits.check_labels(sub.labels)
         if not sub.HasField("expiration_policy"):
             sub.expiration_policy.ttl.seconds = 31 * DAY
         if self._store.get("subscription", name) is not None:
             raise AlreadyExists(f"Subscription already exists: {name}")
+        quota = self.quota(name.split("/")[1])
+        self._store.check_quota("subscription", quota)
         topic = self._store.get("topic", sub.topic)
         if topic is None:
             raise NotFound(f"Topic not found (resource={sub.topic})")
@@ -144,6 +142,12 @@ class SubscriptionService:
             raise FailedPrecondition(
                 f"The topic {sub.topic} reads the Kafka topic {kafka_topic}, which belongs to "
                 "Kafka or to the gateway: no subscription may read it.")
+        most = self._settings.max_partitions_per_topic
+        if int(partitions) > most:  # stored before the limit was lowered
+            raise FailedPrecondition(
+                f"The topic {sub.topic} has {partitions} partitions, and a subscription's lease/ack "
+                f"log would get as many; this gateway allows at most {most} "
+                "(--max-partitions-per-topic).")
         meta = {
             "uid": uid,
             "kafka_topic": kafka_topic,
@@ -152,8 +156,13 @@ class SubscriptionService:
             "group_id": f"{self._settings.internal_prefix}.{name}.{uid}",
             "created_ms": int(time.time() * 1000),
         }
-        await self._admin.ensure_topic(log_topic_spec(meta))
+        res = Resource("subscription", name, sub, meta, op=uuid.uuid4().hex)
+        self._store.check_size(res)
+        storing = False
         try:
+            # The lease log and the group are this create's own (named by its uid): undone
+            # whatever happened to them, a create that timed out may finish yet.
+            await self._admin.ensure_topic(log_topic_spec(meta))
             ends = await self._admin.end_offsets(kafka_topic, partitions)
             await asyncio.gather(*(
                 self._producer.send(meta["log_topic"], [(
@@ -164,19 +173,49 @@ class SubscriptionService:
                 for p, end in ends.items()
             ))
             await self._admin.commit_group_offsets(meta["group_id"], kafka_topic, ends)
-            stored = await self._store.create(Resource("subscription", name, sub, meta))
-        except BaseException:
-            await self._admin.delete_topic(meta["log_topic"])
+            storing = True
+            stored = await self._store.create(res, quota)
+        except BaseException as exc:
+            unknown = storing and isinstance(exc, (Unavailable, asyncio.CancelledError))
+            undoing = self._undo(res, unknown)
+            if not unknown:  # answered once undone (cancelled or not, the undo runs to its end)
+                await asyncio.shield(undoing)
             raise
         log.info("created subscription %s on %s", name, sub.topic)
         return stored.proto
+
+    def quota(self, project: str) -> Quota:
+        limit = self._settings.max_subscriptions_per_project
+        return Quota(f"projects/{project}/subscriptions/", limit, lambda current: limits.quota_exceeded(
+            "subscriptions", project, current, limit, "--max-subscriptions-per-project"))
+
+    def _undo(self, res: Resource, unknown: bool) -> asyncio.Task[None]:
+        """Remove the lease log and the group of a create that failed half way (both are its
+        own, named by its uid; removed even when their own creation failed, as a create that
+        timed out may finish yet). When the write of the resource ended without an answer,
+        only once it is known not to be stored."""
+        async def run() -> None:
+            if unknown and await self._store.outcome("subscription", res.name, res.op) is not False:
+                log.warning("CreateSubscription %s: its lease/ack log %s and consumer group %s are "
+                            "kept: the subscription is stored, or that could not be told",
+                            res.name, res.meta["log_topic"], res.meta["group_id"])
+                return
+            undo = Rollback(f"CreateSubscription {res.name}")
+            undo.add(f"consumer group {res.meta['group_id']}", lambda: self._remove_group(res))
+            undo.add(f"lease/ack log {res.meta['log_topic']}",
+                     lambda: self._admin.remove_topic(res.meta["log_topic"]))
+            await undo.run()
+        return self._spawn(run())
 
     async def update(self, request: Any, mask: Sequence[str]) -> Any:
         res = self.get(request.name)
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         masks.apply(request, proto, mask, UPDATABLE)
-        validate(proto, self._settings.min_expiration_ttl_seconds)
+        validate(proto, self._settings.min_expiration_ttl_seconds,
+                 destinations=self._settings.push_destinations)
+        if "labels" in mask:
+            limits.check_labels(proto.labels)
         stored = await self._store.update(Resource("subscription", res.name, proto, res.meta))
         return stored.proto
 
@@ -201,26 +240,34 @@ class SubscriptionService:
         await self._store.update(Resource("subscription", name, proto, {**res.meta, "detached": True}))
 
     def _cleanup(self, res: Resource) -> None:
-        """Drop the log topic and the consumer group once every process has let go.
+        """Drop the log topic and the consumer group once every process has let go."""
+        async def run() -> None:
+            await self._admin.delete_topic(res.meta["log_topic"])
+            await self._remove_group(res)
+        self._spawn(run())
+
+    async def _remove_group(self, res: Resource) -> None:
+        """Delete the subscription's consumer group once it is empty.
 
         Every process drops its runner of a deleted subscription as soon as it reads the
         deletion (within about a second), writing nothing more; a member that died instead
-        leaves the group within one session timeout. The group is deleted once it is empty."""
-        async def run() -> None:
-            await self._admin.delete_topic(res.meta["log_topic"])
-            wait, waited = 0.5, 0.0
-            limit = 3 * self._settings.session_timeout_ms / 1000
-            while not await self._admin.delete_group(res.meta["group_id"]):
-                if waited >= limit:
-                    log.warning("consumer group %s of deleted subscription %s still has members "
-                                "after %.0f s; it is left for Kafka to expire",
-                                res.meta["group_id"], res.name, waited)
-                    return
-                await asyncio.sleep(wait)
-                waited, wait = waited + wait, min(wait * 2, 5.0)
-        task = asyncio.get_running_loop().create_task(run())
+        leaves the group within one session timeout."""
+        wait, waited = 0.5, 0.0
+        limit = 3 * self._settings.session_timeout_ms / 1000
+        while not await self._admin.delete_group(res.meta["group_id"]):
+            if waited >= limit:
+                log.warning("consumer group %s of deleted subscription %s still has members "
+                            "after %.0f s; it is left for Kafka to expire",
+                            res.meta["group_id"], res.name, waited)
+                return
+            await asyncio.sleep(wait)
+            waited, wait = waited + wait, min(wait * 2, 5.0)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(work)
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
+        return task
 
     async def stop(self) -> None:
         for task in list(self._cleanups):
@@ -231,5 +278,6 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         proto.push_config.CopyFrom(push_config)
-        validate(proto, self._settings.min_expiration_ttl_seconds)
+        validate(proto, self._settings.min_expiration_ttl_seconds,
+                 destinations=self._settings.push_destinations)
         await self._store.update(Resource("subscription", name, proto, res.meta))

@@ -2,20 +2,24 @@
 
 A topic's Kafka topic is derived from its name (see translate.names), or, with the label
 `kafka-topic`, an existing Kafka topic is adopted as it is. The label `kafka-partitions` sets the
-partition count of a new Kafka topic.
+partition count of a new Kafka topic, at most --max-partitions-per-topic (every subscription's
+lease/ack log gets as many). A create checks everything it can before it writes anything; one
+that fails after making its Kafka topic deletes it again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.core import masks
 from gateway.core.paging import page
-from gateway.core.resources import Resource, ResourceStore
-from gateway.errors import AlreadyExists, InvalidArgument, NotFound
+from gateway.core.resources import Quota, Resource, ResourceStore, Rollback
+from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
 from gateway.settings import Settings
@@ -25,6 +29,7 @@ log = logging.getLogger(__name__)
 ADOPT_LABEL = "kafka-topic"
 PARTITIONS_LABEL = "kafka-partitions"
 MAX_MESSAGE_BYTES = 11 * 1024 * 1024  # Pub/Sub allows 10 MB messages; Kafka's default is 1 MB
+OWN_LABELS = {ADOPT_LABEL: names.KAFKA_TOPIC_MAX, PARTITIONS_LABEL: limits.MAX_LABEL_CHARS}
 UPDATABLE = {"labels", "message_storage_policy", "kms_key_name", "schema_settings",
              "message_retention_duration", "ingestion_data_source_settings",
              "message_transforms"}
@@ -36,6 +41,7 @@ class TopicService:
         self._store = store
         self._admin = admin
         self._producer = producer
+        self._undoing: set[asyncio.Task[None]] = set()
 
     def get(self, name: str) -> Resource:
         names.topic(name)
@@ -46,8 +52,12 @@ class TopicService:
 
     async def create(self, topic: Any) -> Any:
         name = names.topic(topic.name)
+        limits.check_labels(topic.labels, OWN_LABELS)
         if self._store.get("topic", name) is not None:
             raise AlreadyExists(f"Topic already exists: {name}")
+        quota = self.quota(name.split("/")[1])
+        self._store.check_quota("topic", quota)
+        retention = _retention(topic)
         partitions = self._partitions(topic.labels)
         adopted = ADOPT_LABEL in topic.labels
         if adopted:
@@ -56,27 +66,86 @@ class TopicService:
             found = await self._admin.partitions(kafka)
             if found is None:
                 raise NotFound(f"Kafka topic {kafka} to adopt for {name} does not exist")
+            self._check_adoptable(kafka, found)
             partitions = found
         else:
             kafka = names.kafka_topic_for(name)
             self._refuse_reserved(kafka, "the topic's name")
-            config = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **_retention(topic)}
-            existing = await self._admin.partitions(kafka)
-            if existing is None:
-                await self._admin.create_topic_retrying(kafka, partitions, config)
-            else:
-                await self._take_on(name, kafka, existing, partitions, config)
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(topic)
         proto.state = pubsub_pb2.Topic.State.ACTIVE
-        if adopted and topic.HasField("message_retention_duration"):
-            await self._admin.set_topic_config(kafka, _retention(topic))
         res = Resource("topic", name, proto, {
             "kafka_topic": kafka, "partitions": partitions, "adopted": adopted,
-        })
-        stored = await self._store.create(res)
+        }, op=uuid.uuid4().hex)
+        self._store.check_size(res)
+        undo, storing = Rollback(f"CreateTopic {name}"), False
+        try:
+            if adopted:
+                if retention:
+                    old = await self._admin.topic_overrides(kafka)
+                    await self._admin.set_topic_config(kafka, retention)
+                    undo.add(f"the retention.ms set on Kafka topic {kafka}",
+                             lambda: self._admin.set_topic_config(
+                                 kafka, {"retention.ms": old.get("retention.ms")}))
+            else:
+                config = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **retention}
+                existing = await self._admin.partitions(kafka)
+                if existing is None:
+                    await self._create_kafka_topic(kafka, partitions, config, undo)
+                else:
+                    await self._take_on(name, kafka, existing, partitions, config)
+            storing = True
+            stored = await self._store.create(res, quota)
+        except BaseException as exc:
+            unknown = storing and isinstance(exc, (Unavailable, asyncio.CancelledError))
+            await self._undo(undo, res, unknown)
+            raise
         log.info("created topic %s on Kafka topic %s (%d partitions)", name, kafka, partitions)
         return stored.proto
+
+    async def _create_kafka_topic(self, kafka: str, partitions: int, config: dict[str, str],
+                                  undo: Rollback) -> None:
+        try:
+            await self._admin.create_topic_retrying(kafka, partitions, config)
+        except AlreadyExists:
+            raise  # made meanwhile by another create of the same name: not ours to delete
+        except BaseException:
+            undo.add(f"Kafka topic {kafka}", lambda: self._admin.remove_topic(kafka))
+            raise  # a create that timed out may finish yet
+        undo.add(f"Kafka topic {kafka}", lambda: self._admin.remove_topic(kafka))
+
+    async def _undo(self, undo: Rollback, res: Resource, unknown: bool) -> None:
+        """Undo a create that failed half way, unless its topic is stored after all (or by
+        another create of the same name, using the same Kafka topic).
+
+        When the write of the resource itself ended without an answer it may yet be stored:
+        the Kafka topic is then kept, and a retried create takes it on (see _take_on)."""
+        kafka = res.meta["kafka_topic"]
+        stored = self._store.get("topic", res.name)
+        if stored is not None and stored.meta.get("kafka_topic") == kafka:
+            return
+        if unknown:
+            log.warning("CreateTopic %s: not known whether it was stored; its Kafka topic %s is "
+                        "kept for a retry to take on", res.name, kafka)
+            return
+        task = asyncio.get_running_loop().create_task(undo.run())
+        self._undoing.add(task)
+        task.add_done_callback(self._undoing.discard)
+        await asyncio.shield(task)  # cancelled or not, the undo runs to its end
+
+    def quota(self, project: str) -> Quota:
+        limit = self._settings.max_topics_per_project
+        return Quota(f"projects/{project}/topics/", limit, lambda current: limits.quota_exceeded(
+            "topics", project, current, limit, "--max-topics-per-project"))
+
+    def _check_adoptable(self, kafka: str, partitions: int) -> None:
+        """Every subscription of a topic gets a lease/ack log of as many partitions."""
+        most = self._settings.max_partitions_per_topic
+        if partitions > most:
+            raise FailedPrecondition(
+                f"Kafka topic {kafka} has {partitions} partitions; this gateway adopts topics of "
+                f"at most {most} (--max-partitions-per-topic), as every subscription gets a "
+                "lease/ack log of as many partitions")
 
     def _refuse_reserved(self, kafka: str, source: str) -> None:
         if names.reserved_kafka_topic(kafka, self._settings.internal_prefix):
@@ -101,8 +170,11 @@ class TopicService:
         raw = labels.get(PARTITIONS_LABEL)
         if raw is None:
             return self._settings.default_partitions
-        if not raw.isdigit() or not 1 <= int(raw) <= 10_000:
-            raise InvalidArgument(f"Label {PARTITIONS_LABEL} must be a number 1..10000, got {raw!r}")
+        most = self._settings.max_partitions_per_topic
+        if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= most:
+            raise InvalidArgument(
+                f"Label {PARTITIONS_LABEL} must be a number 1..{most} "
+                f"(--max-partitions-per-topic), got {limits.echo(raw)}")
         return int(raw)
 
     async def update(self, topic: Any, mask: Sequence[str]) -> Any:
@@ -110,12 +182,14 @@ class TopicService:
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(res.proto)
         masks.apply(topic, proto, mask, UPDATABLE)
-        if "message_retention_duration" in mask:
-            config: dict[str, str | None] = {**_retention(proto)} or {"retention.ms": None}  # default
-            await self._admin.set_topic_config(res.meta["kafka_topic"], config)
+        if "labels" in mask:
+            limits.check_labels(proto.labels, OWN_LABELS)
         for label in (ADOPT_LABEL, PARTITIONS_LABEL):
             if proto.labels.get(label) != res.proto.labels.get(label):
                 raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
+        if "message_retention_duration" in mask:
+            config: dict[str, str | None] = {**_retention(proto)} or {"retention.ms": None}  # default
+            await self._admin.set_topic_config(res.meta["kafka_topic"], config)
         stored = await self._store.update(Resource("topic", res.name, proto, res.meta))
         return stored.proto
 

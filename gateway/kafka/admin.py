@@ -25,6 +25,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import AlterConfigOpType as AlterConfigOpType  # type: ignore[attr-defined]
 from confluent_kafka.admin import ConfigEntry as ConfigEntry  # type: ignore[attr-defined]
 from confluent_kafka.admin import ConfigResource as ConfigResource  # type: ignore[attr-defined]
+from confluent_kafka.admin import ConfigSource as ConfigSource  # type: ignore[attr-defined]
 from confluent_kafka.admin import NewTopic as NewTopic  # type: ignore[attr-defined]
 from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
 from confluent_kafka.admin import ResourceType as ResourceType  # type: ignore[attr-defined]
@@ -76,6 +77,12 @@ async def _await(fut: concurrent.futures.Future[T], what: str, *needs: Need) -> 
         raise Unavailable(f"{what}: Kafka did not answer within {TIMEOUT:.0f} s") from exc
     except KafkaException as exc:
         raise _error(exc, what, needs) from exc
+
+
+def _source(entry: ConfigEntry) -> int:
+    """Where a described config comes from, as ConfigSource's number (the client gives an int)."""
+    source: Any = entry.source
+    return int(getattr(source, "value", source))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -139,6 +146,18 @@ class Admin:
         except NotFound:
             pass
 
+    async def remove_topic(self, name: str, settle: float = 5.0) -> None:
+        """Delete a topic and make sure it stays gone: a create that timed out may still
+        complete a moment later (undoing a create that failed half way)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + settle
+        await self.delete_topic(name)
+        while await self.partitions(name) is not None:
+            if loop.time() > end:
+                raise Unavailable(f"Kafka topic {name} still exists {settle:.0f} s after its deletion")
+            await asyncio.sleep(0.25)
+            await self.delete_topic(name)
+
     async def partitions(self, name: str) -> int | None:
         """The topic's partition count, or None when it does not exist.
 
@@ -188,6 +207,15 @@ class Admin:
         entries = await _await(futures[resource], f"reading the configs of Kafka topic {name}",
                                Need("DESCRIBE_CONFIGS", TOPIC, name))
         return {key: entry.value for key, entry in entries.items() if entry.value is not None}
+
+    async def topic_overrides(self, name: str) -> dict[str, str]:
+        """The configs set on the topic itself (not the broker's defaults)."""
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        futures = self._client.describe_configs([resource], request_timeout=TIMEOUT)
+        entries = await _await(futures[resource], f"reading the configs of Kafka topic {name}",
+                               Need("DESCRIBE_CONFIGS", TOPIC, name))
+        return {key: entry.value for key, entry in entries.items()
+                if entry.value is not None and _source(entry) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
 
     async def ensure_topic(self, spec: TopicSpec) -> None:
         """Create the topic as `spec` says, or verify the existing one (see `verify_topic`)."""

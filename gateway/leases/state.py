@@ -20,6 +20,26 @@ R = TypeVar("R")
 V = TypeVar("V")
 
 
+class Budget(Generic[R]):
+    """What one response may still hold, in bytes as `cost` counts them. The first message is
+    always paid for, whatever it costs: a response carries at least one."""
+
+    __slots__ = ("cost", "left", "paid")
+
+    def __init__(self, max_bytes: int, cost: Callable[[R], int]) -> None:
+        self.left = max_bytes
+        self.cost = cost
+        self.paid = 0
+
+    def pay(self, record: R) -> bool:
+        cost = self.cost(record)
+        if self.paid and cost > self.left:
+            return False
+        self.left -= cost
+        self.paid += 1
+        return True
+
+
 class PartitionState(Generic[R]):
     """`key_of`, when given, turns on ordered delivery: messages that share a key are delivered
     in offset order, a key's messages are leased only while none of its earlier ones is, and the
@@ -154,8 +174,12 @@ class PartitionState(Generic[R]):
 
     # -- the delivery side -----------------------------------------------------------------
 
-    def take(self, n: int, now_ms: int, deadline_ms: int) -> list[tuple[int, int, R]]:
-        """Lease up to n messages until deadline_ms: (offset, generation, record), oldest first."""
+    def take(self, n: int, now_ms: int, deadline_ms: int,
+             budget: Budget[R] | None = None) -> list[tuple[int, int, R]]:
+        """Lease up to n messages until deadline_ms: (offset, generation, record), oldest first.
+
+        With a `budget`, only what it can still pay for: the first message that does not fit
+        stays ready, untouched (no lease, no delivery attempt), and so do all after it."""
         self.expire(now_ms)
         self._promote(now_ms)
         out: list[tuple[int, int, R]] = []
@@ -170,10 +194,13 @@ class PartitionState(Generic[R]):
                 self._dead[offset] = False  # used up its deliveries before a restart
                 self._hold_key(key, offset)
                 continue
+            if key is not None and key not in batch_keys and self._key_leases.get(key):
+                heapq.heappush(self._deferred.setdefault(key, []), offset)
+                continue  # an earlier message of this key is still out
+            if budget is not None and not budget.pay(self.records[offset]):
+                self._make_ready(offset)
+                break
             if key is not None:
-                if key not in batch_keys and self._key_leases.get(key):
-                    heapq.heappush(self._deferred.setdefault(key, []), offset)
-                    continue  # an earlier message of this key is still out
                 batch_keys.add(key)
             gen = self.attempts.get(offset, 0) + 1
             self.attempts[offset] = gen

@@ -25,7 +25,7 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import GatewayError
-from gateway.push import body, sender
+from gateway.push import body, endpoints, sender
 from gateway.push.auth import TokenSigner
 from gateway.push.settle import Settler
 from gateway.push.window import PushBackoff, PushWindow
@@ -42,6 +42,7 @@ REOPEN_DELAY = 1.0  # after the core refused or ended a session
 STOP_WAIT = 5.0  # for a session's generator to end by itself before it is cancelled
 GROW_FACTOR = 1.25  # reopen when the window leaves this much more room than the session has
 DEFAULT_DEADLINE = 10
+REFUSAL_LOG_SECONDS = 60.0  # at most one warning per subscription this often for refused pushes
 
 
 def target_of(proto: Any) -> body.PushTarget:
@@ -79,6 +80,8 @@ class Dispatcher:
         self._interrupted = False
         self._stopping = asyncio.Event()
         self._failures = 0
+        self._refusals_unlogged = 0  # refused pushes since the last warning about them
+        self._refusal_logged_at: float | None = None
         self.update(res)
 
     # -- control ---------------------------------------------------------------------------
@@ -283,9 +286,25 @@ class Dispatcher:
         self._settler.nack(d.ack_id)
         self._interrupt()
         self._failures += 1
-        if self._failures == 1:
-            log.warning("%s: push to %s failed (%s); backing off", self.name, self.target.endpoint,
-                        outcome.detail)
+        if outcome.refused:
+            self._log_refusal(outcome, now)
+        elif self._failures == 1:
+            log.warning("%s: push to %s failed (%s); backing off", self.name,
+                        endpoints.mask(self.target.endpoint), outcome.detail)
         else:
             log.debug("%s: push failed (%s); window %d, backoff %.1f s", self.name, outcome.detail,
                       self.window.limit, self.backoff.delay)
+
+    def _log_refusal(self, outcome: sender.Outcome, now: float) -> None:
+        """A warning per REFUSAL_LOG_SECONDS at most: a refused destination stays refused, and the
+        backoff retries it about once a minute for as long as the subscription pushes there."""
+        self._refusals_unlogged += 1
+        if self._refusal_logged_at is not None and now - self._refusal_logged_at < REFUSAL_LOG_SECONDS:
+            return
+        since = "" if self._refusal_logged_at is None else \
+            f" ({self._refusals_unlogged} refused since the previous warning)"
+        log.warning("%s: push to %s refused by the push destination policy: %s; the messages stay in "
+                    "the subscription, retried with backoff%s", self.name,
+                    endpoints.mask(self.target.endpoint), outcome.detail, since)
+        self._refusal_logged_at = now
+        self._refusals_unlogged = 0

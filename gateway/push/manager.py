@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from gateway.push import jwks, sender
+from gateway.push import endpoints, jwks, sender
 from gateway.push.auth import TokenSigner
 from gateway.push.dispatcher import Dispatcher
 from gateway.push.keystore import KeyStore
@@ -67,12 +67,12 @@ class PushManager:
         if not self.signer.issuer:
             self.signer.issuer = default_issuer(self._settings, rest_port)
         await self.keys.start()
-        self._http = sender.PushClient(self._settings.push_max_connections)
+        self._http = sender.PushClient(self._settings.push_max_connections, self._settings.push_destinations)
         self._running = True
         for res in list(self._store.all("subscription")):
             self._sync(res.name, res)
-        log.info("push delivery running (%d push subscriptions); token issuer %s",
-                 len(self._dispatchers), self.signer.issuer)
+        log.info("push delivery running (%d push subscriptions); token issuer %s; destinations %s",
+                 len(self._dispatchers), self.signer.issuer, self._settings.push_destinations)
 
     async def stop(self) -> None:
         """Stop every dispatcher (pushes in flight get the shutdown grace). Idempotent."""
@@ -108,7 +108,7 @@ class PushManager:
                                 self._settings.push_max_outstanding, self._settings.push_max_connections)
         self._dispatchers[name] = dispatcher
         dispatcher.start()
-        log.info("%s: pushing to %s", name, dispatcher.target.endpoint)
+        log.info("%s: pushing to %s", name, endpoints.mask(dispatcher.target.endpoint))
 
     def _retire(self, name: str) -> None:
         dispatcher = self._dispatchers.pop(name)

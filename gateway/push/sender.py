@@ -13,17 +13,30 @@ out (`BaseConnector.connect`), and reads the answer from that connection's proto
 a task per request: on the benchmark machine that was ~55 us of CPU per request against ~20 us
 this way, and the HTTP client was three quarters of what a push cost the gateway
 (docs/push.md, "Benchmark").
+
+Destinations are checked where the connection is made: the connector's resolver is wrapped by
+`_GuardedResolver`, which refuses a name when any address it resolves to is refused by the
+destination policy (endpoints.py), and aiohttp connects only to the addresses the resolver
+returned, so a name cannot resolve to one address when checked and another when connected to
+(DNS rebinding). Hosts that are addresses themselves never reach a resolver and are judged
+before connecting. TLS still verifies, and SNI and Host still name, the URL's host. A refused
+push is a failure like an unreachable endpoint, marked `refused` for the dispatcher's log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
+import socket
 from typing import Any
 
 import aiohttp
 import yarl
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
 
+from gateway.push import endpoints
 from gateway.push.body import SUCCESS_STATUSES, PushRequest
 
 USER_AGENT = "pubsub-kafka-gateway-push"
@@ -39,7 +52,8 @@ _NO_LIMITS = aiohttp.ClientTimeout()  # the whole exchange is bounded by its dea
 @dataclasses.dataclass(frozen=True, slots=True)
 class Outcome:
     ok: bool
-    detail: str  # "HTTP 200", "timeout", "ClientConnectorError: ..."
+    detail: str  # "HTTP 200", "timeout", "ClientConnectorError: ...", why a destination is refused
+    refused: bool = False  # by the push destination policy: not sent at all
 
 
 _SUCCEEDED = {status: Outcome(True, f"HTTP {status}") for status in SUCCESS_STATUSES}  # one each, shared
@@ -50,26 +64,35 @@ class _Endpoint:
     key: aiohttp.ClientRequest  # what the connector pools connections by: host, port, TLS
     head: str  # request line and the headers every request to this URL carries
     basic_auth: str  # an Authorization header line from user:password in the URL, or ""
+    refused: Outcome | None  # the host is an address the destination policy refuses
 
 
 class PushClient:
     """The process's one HTTP client for push: at most `max_connections` connections at once."""
 
-    def __init__(self, max_connections: int) -> None:
+    def __init__(self, max_connections: int, destinations: endpoints.Policy = endpoints.DEFAULT_POLICY,
+                 resolver: AbstractResolver | None = None) -> None:
+        """`resolver` (default aiohttp's) resolves names; its answers are checked against
+        `destinations`, and so are hosts that are addresses."""
+        self.destinations = destinations
+        self._resolver = _GuardedResolver(resolver or DefaultResolver(), destinations)
         self._connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=0, keepalive_timeout=30,
-                                               ttl_dns_cache=60)
+                                               ttl_dns_cache=60, resolver=self._resolver)
         self._endpoints: dict[str, _Endpoint] = {}
         self._deadlines = _Deadlines()
 
     async def close(self) -> None:
         self._deadlines.stop()
         await self._connector.close()
+        await self._resolver.close()
 
     async def post(self, url: str, request: PushRequest, time_left: float, token: str | None) -> Outcome:
         task = asyncio.current_task()
         assert task is not None
         try:
             endpoint = self._endpoint(url)
+            if endpoint.refused is not None:
+                return endpoint.refused
             lines = [endpoint.head]
             lines.extend(f"{name}: {value}\r\n" for name, value in request.headers.items())
             if token is not None:
@@ -87,6 +110,10 @@ class PushClient:
                 raise  # stopped from outside
             finally:
                 self._deadlines.remove(task)
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, DestinationRefused):
+                return Outcome(False, str(exc.os_error), refused=True)
+            return Outcome(False, f"{type(exc).__name__}: {exc}")
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             return Outcome(False, f"{type(exc).__name__}: {exc}")
         return _SUCCEEDED.get(status) or Outcome(False, f"HTTP {status}")
@@ -125,8 +152,43 @@ class PushClient:
         if found is None:
             if len(self._endpoints) >= MAX_ENDPOINTS:
                 self._endpoints.clear()
-            found = self._endpoints[url] = _describe(url)
+            found = self._endpoints[url] = _describe(url, self.destinations)
         return found
+
+
+class DestinationRefused(OSError):
+    """A name resolved to an address the push destination policy refuses."""
+
+
+class _GuardedResolver(AbstractResolver):
+    """Resolves with `inner`, and refuses a name unless every address it resolves to is allowed:
+    the connector then connects only to those addresses."""
+
+    def __init__(self, inner: AbstractResolver, destinations: endpoints.Policy) -> None:
+        self._inner = inner
+        self._destinations = destinations
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        found = await self._inner.resolve(host, port, family)
+        for result in found:
+            why = _address_refusal(result["host"], self._destinations)
+            if why is not None:
+                raise DestinationRefused(f"{host} resolves to {result['host']}, {why}")
+        return found
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def _address_refusal(text: str, destinations: endpoints.Policy) -> str | None:
+    """Why `destinations` refuses the address `text` (as a resolver or a URL writes it)."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return "which is not an IP address"
+    why = endpoints.refusal(address, destinations)
+    return None if why is None else f"which is {why}"
 
 
 @dataclasses.dataclass(slots=True)
@@ -170,10 +232,11 @@ class _Deadlines:
         self._timer = loop.call_later(TICK, self._sweep) if self._running else None
 
 
-def _describe(url: str) -> _Endpoint:
+def _describe(url: str, destinations: endpoints.Policy) -> _Endpoint:
     parsed = yarl.URL(url)
     if parsed.scheme not in ("http", "https") or not parsed.raw_host:
-        raise ValueError(f"not an http or https URL with a host: {url!r}")
+        raise ValueError(f"not an http or https URL with a host: {endpoints.mask(url)!r}")
+    refused = _host_refusal(parsed.raw_host, destinations)
     host = parsed.raw_host
     if ":" in host:
         host = f"[{host}]"
@@ -183,4 +246,20 @@ def _describe(url: str) -> _Endpoint:
     auth = aiohttp.BasicAuth.from_url(parsed)
     basic = f"Authorization: {auth.encode()}\r\n" if auth is not None else ""
     key = aiohttp.ClientRequest("POST", parsed.with_user(None), loop=asyncio.get_running_loop())
-    return _Endpoint(key, head, basic)
+    return _Endpoint(key, head, basic, refused)
+
+
+def _host_refusal(host: str, destinations: endpoints.Policy) -> Outcome | None:
+    """A refused outcome when `host` is an address (in any spelling) `destinations` refuses, or
+    looks like an IPv6 address without being one (aiohttp would connect to it unresolved).
+    Names are left to the resolver."""
+    address = endpoints.host_address(host)
+    if address is None:
+        if ":" not in host:
+            return None
+        return Outcome(False, f"{host} is not an IP address", refused=True)
+    why = endpoints.refusal(address, destinations)
+    if why is None:
+        return None
+    spelled = host if str(address) == host else f"{host} ({address})"
+    return Outcome(False, f"{spelled} is {why}", refused=True)

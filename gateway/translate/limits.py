@@ -6,9 +6,10 @@ Every check runs before anything is written, so a bad request changes no state.
 from __future__ import annotations
 
 import dataclasses
+import unicodedata
 from collections.abc import Mapping, Sequence
 
-from gateway.errors import InvalidArgument
+from gateway.errors import InvalidArgument, ResourceExhausted
 
 MAX_MESSAGES_PER_PUBLISH = 1000
 MAX_PUBLISH_BYTES = 10_000_000
@@ -16,6 +17,9 @@ MAX_ATTRIBUTES = 100
 MAX_ATTRIBUTE_KEY_BYTES = 256
 MAX_ATTRIBUTE_VALUE_BYTES = 1024
 MAX_ORDERING_KEY_BYTES = 1024
+MAX_LABELS = 64
+MAX_LABEL_CHARS = 63
+ECHO_CHARS = 64  # of a refused value quoted in an error (a whole one may not fit in gRPC metadata)
 MIN_ACK_DEADLINE = 10
 MAX_ACK_DEADLINE = 600
 DEFAULT_ACK_DEADLINE = 10
@@ -123,3 +127,64 @@ def seek_time_ms(seconds: int, nanos: int, field: str = "time") -> int:
             f"in 0..999999999 (got seconds={seconds}, nanos={nanos})."
         )
     return max(0, seconds * 1000 + nanos // 1_000_000)
+
+
+def echo(text: str) -> str:
+    """A client's value for an error message: quoted, and cut short when long."""
+    return repr(text) if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS]!r}... ({len(text)} characters)"
+
+
+def _label_char(c: str, first: bool = False) -> bool:
+    """Google's label alphabet: lowercase and other (caseless, "international") letters,
+    digits of any script, '_' and '-'; a key starts with a letter of the first two kinds."""
+    category = unicodedata.category(c)
+    if category in ("Ll", "Lo"):
+        return True
+    return not first and (category[0] == "N" or c in "_-")
+
+
+def check_labels(labels: Mapping[str, str], own: Mapping[str, int] | None = None,
+                 field: str = "labels") -> None:
+    """Google's label rules: at most 64 labels; keys of 1..63 characters that start with a
+    lowercase or international letter; values of 0..63 characters; both only of lowercase or
+    international letters, digits, '_' and '-'.
+
+    `own` names the gateway's own labels, whose values follow the gateway's rules (checked
+    by the caller: a Kafka topic name, a number) and may be as long as given here."""
+    own = own or {}
+    if len(labels) > MAX_LABELS:
+        raise InvalidArgument(
+            f"Too many labels: {len(labels)} given, at most {MAX_LABELS} are allowed ({field})."
+        )
+    for key, value in labels.items():
+        if not 1 <= len(key) <= MAX_LABEL_CHARS or not _label_char(key[0], first=True) or not all(
+            _label_char(c) for c in key
+        ):
+            raise InvalidArgument(
+                f"Invalid label key {echo(key)}: a key has 1 to {MAX_LABEL_CHARS} characters, "
+                "starts with a lowercase letter or an international character and holds only "
+                f"lowercase letters, international characters, digits, '_' and '-' ({field})."
+            )
+        if key in own:
+            if len(value) > own[key]:
+                raise InvalidArgument(
+                    f"Invalid value of label {key}: at most {own[key]} characters are allowed, "
+                    f"got {len(value)} ({field})."
+                )
+            continue
+        if len(value) > MAX_LABEL_CHARS or not all(_label_char(c) for c in value):
+            raise InvalidArgument(
+                f"Invalid value {echo(value)} of label {key}: a value has at most "
+                f"{MAX_LABEL_CHARS} characters, only lowercase letters, international "
+                f"characters, digits, '_' and '-' ({field})."
+            )
+
+
+def quota_exceeded(kind: str, project: str, current: int, maximum: int, flag: str) -> ResourceExhausted:
+    """RESOURCE_EXHAUSTED as Pub/Sub words a project over a resource limit, naming the
+    setting that raises the gateway's."""
+    return ResourceExhausted(
+        f"Your project has exceeded a limit: (type=\"{kind}-per-project\", current={current}, "
+        f"maximum={maximum}). Project {project} has {current} {kind}; this gateway allows "
+        f"{maximum} per project ({flag})."
+    )

@@ -17,6 +17,13 @@ from typing import NamedTuple
 MAX_ORDERING_KEY_BYTES = 1024
 _PARTITION_SHIFT = 40  # offsets below 2**40 (a trillion) per partition
 KEY_ATTRIBUTE = "kafka-key-base64"
+# A ReceivedMessage beyond its data, key and attributes: an ack id (~100 bytes), the message id,
+# the publish time, delivery_attempt and each field's tag and length, generously.
+RECEIVED_MESSAGE_OVERHEAD = 256
+# The largest gRPC message the gateway sends or takes: a 10 MB publish and its framing.
+MAX_GRPC_MESSAGE = 20 * 1024 * 1024
+# Room a Pull or StreamingPull response keeps for fields beside its messages.
+RESPONSE_FRAMING_BYTES = 64 * 1024
 
 Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes them
 
@@ -35,6 +42,16 @@ class Record(NamedTuple):
     @property
     def size(self) -> int:
         return len(self.value or b"") + len(self.key or b"")
+
+    @property
+    def wire_size(self) -> int:
+        """At least what the record takes in a pull response (a ReceivedMessage): data,
+        ordering key, attributes (a value not UTF-8 goes base64, a third larger), and room for
+        the ack id, message id, publish time and the fields' framing."""
+        n = len(self.value or b"") + 4 * len(self.key or b"") // 3 + RECEIVED_MESSAGE_OVERHEAD
+        for name, value in self.headers or ():
+            n += 2 * len(name) + 4 * len(value or b"") // 3 + 16  # name twice: "<name>-base64"
+        return n
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

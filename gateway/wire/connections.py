@@ -7,9 +7,10 @@ import logging
 
 from gateway.errors import FailedPrecondition
 from gateway.settings import Settings
+from gateway.translate.records import MAX_GRPC_MESSAGE
 
 log = logging.getLogger(__name__)
-MAX_MESSAGE = 20 * 1024 * 1024  # gRPC message limit: a 10 MB publish plus its framing
+MAX_MESSAGE = MAX_GRPC_MESSAGE  # a 10 MB publish and its framing; responses are cut under it
 # Request headers may be as large as a message: the official clients repeat the resource name
 # in `x-goog-request-params`, and a name too long for gRPC's default (16 KiB) would be refused
 # by gRPC itself with RESOURCE_EXHAUSTED, which publishers retry for a minute, instead of

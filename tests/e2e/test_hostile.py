@@ -7,6 +7,7 @@ stored, no message is acknowledged by an ack id nobody was given.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -122,3 +123,69 @@ def test_seek_before_1970_keeps_the_backlog_and_bad_times_are_invalid(
         with pytest.raises(exceptions.InvalidArgument, match="Timestamp"):
             sub.seek(request={"subscription": subscription,
                               "time": timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)}, timeout=30)
+
+
+def _big_messages(gw: GatewayProcess, names: Callable[[str], str], count: int, size: int,
+                  ) -> tuple[pubsub_v1.SubscriberClient, str]:
+    """A subscription (dead-letter policy of 5) holding `count` messages of `size` bytes, and
+    a runner that has fetched them."""
+    pub, sub = clients(gw)
+    topic, subscription = names("topics"), names("subscriptions")
+    dead = topic + "-dead"
+    pub.create_topic(request={"name": topic, "labels": {"kafka-partitions": "1"}})
+    pub.create_topic(name=dead)
+    sub.create_subscription(request={
+        "name": subscription, "topic": topic, "ack_deadline_seconds": 60,
+        "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": 5}})
+    assert sub.pull(subscription=subscription, max_messages=10, timeout=10).received_messages == []
+    for i in range(count):
+        pub.publish(topic, bytes([i]) * size).result(timeout=60)
+    time.sleep(2)  # the runner (started by the pull above) fetches them all
+    return sub, subscription
+
+
+def test_pull_replies_are_cut_to_what_the_client_takes_without_spending_attempts(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    """The official clients keep gRPC's 4 MiB receive limit against an emulator host: three
+    1.5 MB messages do not fit one response. A pull of 10 gets two, the next the third, each as
+    its first delivery (a dead-letter policy counts them)."""
+    size = 1_500_000
+    sub, subscription = _big_messages(shared_gateway, names, 3, size)
+    sizes: list[int] = []
+    got: list[pubsub_v1.types.ReceivedMessage] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 3 and time.monotonic() < deadline:  # nothing acked: each pull gets the rest
+        resp = sub.pull(subscription=subscription, max_messages=10, timeout=20)
+        sizes.append(len(resp.received_messages))
+        got.extend(resp.received_messages)
+    assert sizes[0] == 2 and max(sizes) <= 2, f"two fit a response, three do not: {sizes}"
+    assert sorted((m.message.data[:1], len(m.message.data)) for m in got) == [
+        (bytes([i]), size) for i in range(3)]
+    assert [m.delivery_attempt for m in got] == [1, 1, 1], "none spent an attempt on a reply too large"
+    sub.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in got])
+
+
+def test_streaming_pull_responses_fit_the_client_too(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    """Eight 1.5 MB messages through the official streaming subscriber: all arrive, once each,
+    on the first attempt (a response over 4 MiB would break the client's stream)."""
+    size = 1_500_000
+    sub, subscription = _big_messages(shared_gateway, names, 8, size)
+    got: dict[bytes, int] = {}
+    done = threading.Event()
+
+    def receive(message: pubsub_v1.subscriber.message.Message) -> None:
+        got[message.data[:1]] = message.delivery_attempt or 0
+        message.ack()
+        if len(got) == 8:
+            done.set()
+
+    future = sub.subscribe(subscription, receive)
+    try:
+        assert done.wait(60), f"received {len(got)} of 8"
+    finally:
+        future.cancel()
+        future.result(timeout=30)
+    assert got == {bytes([i]): 1 for i in range(8)}

@@ -271,7 +271,7 @@ async def test_https_to_an_endpoint_whose_certificate_is_trusted(serve: Callable
         cwd=Path(__file__).parents[2])
     out, err = await asyncio.wait_for(child.communicate(), 60)
     assert child.returncode == 0, err.decode()[-2000:]
-    assert out.decode().strip() == "[" + ", ".join(["Outcome(ok=True, detail='HTTP 204')"] * 3) + "]"
+    assert out.decode().strip() == "[" + ", ".join([repr(sender.Outcome(True, "HTTP 204"))] * 3) + "]"
     assert [line for line, _, _ in ep.requests] == ["POST /tls HTTP/1.1"] * 3
     assert ep.connections == 1, "TLS connections are kept alive too"
 
