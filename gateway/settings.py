@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
 from gateway.push import endpoints
@@ -425,55 +426,29 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     p("--log-level", default=default("log_level"))
 
 
+# Fields taken from their flag as they are, converted by their declared type (a flag's default
+# from the environment is a string); the others are built in from_namespace.
+_PLAIN = {"int": int, "float": float, "str": str}
+
+
 def from_namespace(ns: argparse.Namespace) -> Settings:
     """Build and validate Settings from parsed flags."""
-    data_dir = ns.kafka_data_dir
+    values: dict[str, Any] = {}
+    for field in dataclasses.fields(Settings):
+        convert = _PLAIN.get(str(field.type))
+        if convert is not None:
+            value = getattr(ns, field.name)
+            values[field.name] = convert("" if value is None else value)
     config_file = Path(ns.kafka_config_file) if ns.kafka_config_file else None
     bootstrap, kafka_config = _kafka_settings(ns.kafka_bootstrap or None, config_file, ns.kafka_config)
-    return Settings(
-        host=str(ns.host),
-        port=int(ns.port),
-        rest_port=int(ns.rest_port),
-        kafka_bootstrap=bootstrap,
-        kafka_config=kafka_config,
-        kafka_config_file=config_file,
-        kafka_data_dir=Path(data_dir) if data_dir else None,
-        kafka_port=int(ns.kafka_port),
-        kafka_heap_mb=int(ns.kafka_heap_mb),
-        kafka_max_restarts=int(ns.kafka_max_restarts),
-        internal_prefix=str(ns.internal_prefix),
-        default_partitions=int(ns.default_partitions),
-        max_partitions_per_topic=int(ns.max_partitions_per_topic),
-        max_topics_per_project=int(ns.max_topics_per_project),
-        max_subscriptions_per_project=int(ns.max_subscriptions_per_project),
-        max_snapshots_per_project=int(ns.max_snapshots_per_project),
-        replication_factor=int(ns.replication_factor),
-        pull_max_wait_seconds=float(ns.pull_max_wait_seconds),
-        session_timeout_ms=int(ns.session_timeout_ms),
-        idle_subscription_seconds=float(ns.idle_subscription_seconds),
-        checkpoint_interval_seconds=float(ns.checkpoint_interval_seconds),
-        shutdown_grace_seconds=float(ns.shutdown_grace_seconds),
-        stream_max_seconds=float(ns.stream_max_seconds),
-        pull_response_max_bytes=int(ns.pull_response_max_bytes),
-        advertise_address=str(ns.advertise_address or ""),
-        expiration_check_seconds=float(ns.expiration_check_seconds),
-        min_expiration_ttl_seconds=int(ns.min_expiration_ttl_seconds),
-        push_max_outstanding=int(ns.push_max_outstanding),
-        push_max_connections=int(ns.push_max_connections),
-        push_auth_issuer=str(ns.push_auth_issuer or ""),
-        push_auth_key_file=Path(ns.push_auth_key_file) if ns.push_auth_key_file else None,
-        push_auth_key_rotation_hours=float(ns.push_auth_key_rotation_hours),
-        push_destinations=_push_destinations(ns.push_destinations),
-        http_max_connections=int(ns.http_max_connections),
-        http_header_timeout_seconds=float(ns.http_header_timeout_seconds),
-        http_body_timeout_seconds=float(ns.http_body_timeout_seconds),
-        http_idle_timeout_seconds=float(ns.http_idle_timeout_seconds),
-        grpc_max_connections=int(ns.grpc_max_connections),
-        grpc_max_concurrent_rpcs=int(ns.grpc_max_concurrent_rpcs),
-        grpc_max_streams_per_connection=int(ns.grpc_max_streams_per_connection),
-        grpc_handshake_timeout_seconds=float(ns.grpc_handshake_timeout_seconds),
-        grpc_idle_timeout_seconds=float(ns.grpc_idle_timeout_seconds),
-        grpc_max_connection_age_seconds=float(ns.grpc_max_connection_age_seconds),
-        event_loop=str(ns.event_loop),
-        log_level=str(ns.log_level).upper(),
-    ).validate()
+    key_file, data_dir = ns.push_auth_key_file, ns.kafka_data_dir
+    return Settings(**{
+        **values,
+        "kafka_bootstrap": bootstrap,
+        "kafka_config": kafka_config,
+        "kafka_config_file": config_file,
+        "kafka_data_dir": Path(data_dir) if data_dir else None,
+        "push_auth_key_file": Path(key_file) if key_file else None,
+        "push_destinations": _push_destinations(ns.push_destinations),
+        "log_level": str(ns.log_level).upper(),
+    }).validate()
