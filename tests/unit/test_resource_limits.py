@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gateway.errors import Code, InvalidArgument, ResourceExhausted
-from gateway.settings import Settings, SettingsError, add_arguments, from_namespace
+from gateway.settings import SettingsError
 from gateway.translate import limits
+from tests.unit.test_settings import parse
 
 OWN = {"kafka-topic": 249, "kafka-partitions": 63}
 
@@ -115,12 +114,6 @@ def test_quota_message_names_the_limit_and_the_setting() -> None:
 
 
 # -- settings -------------------------------------------------------------------------------------
-
-
-def parse(argv: list[str], env: dict[str, str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser, env=env or {})
-    return from_namespace(parser.parse_args(argv))
 
 
 def test_limit_defaults() -> None:

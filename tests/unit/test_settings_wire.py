@@ -3,21 +3,14 @@ connection limits of both ports."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
 from gateway.errors import FailedPrecondition
-from gateway.settings import Settings, SettingsError, add_arguments, from_namespace, parse_properties
+from gateway.settings import Settings, SettingsError, parse_properties
 from gateway.wire import connections
-
-
-def parse(argv: list[str], env: dict[str, str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser, env=env or {})
-    return from_namespace(parser.parse_args(argv))
-
+from tests.unit.test_settings import parse
 
 # -- Kafka options whose values hold commas -------------------------------------------------------
 
