@@ -307,7 +307,10 @@ def test_connection_age_and_idleness_never_cut_a_streaming_pull(gw: GatewayProce
     assert _get_topic(channel) == grpc.StatusCode.NOT_FOUND  # new calls take a new connection
     reader.join(STREAM_MAX + 20)
     requests.put(None)
-    assert [d for _, d in got] == [b"before", b"after age", b"late"], got
+    # Each once, on this one stream; "before" may share a response with "after age" when the
+    # group's join (3 s on a stock broker) takes long, and partitions keep no order between them.
+    assert sorted(d for _, d in got) == sorted([b"before", b"after age", b"late"]), got
+    assert all(t > GRPC_AGE for t, d in got if d != b"before"), got  # delivered past the age limit
     (err,) = ended
     lasted = time.monotonic() - opened
     assert err.code() == grpc.StatusCode.UNAVAILABLE and "maximum age" in str(err.details()), err

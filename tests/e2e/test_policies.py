@@ -180,20 +180,24 @@ def test_idle_subscription_expires_and_active_or_unset_ones_stay(
     start_gateway: GatewayFactory, names: Callable[[str], str]
 ) -> None:
     prefix = f"exp{uuid.uuid4().hex[:6]}"
-    settings = ("--min-expiration-ttl-seconds", "2", "--expiration-check-seconds", "0.5")
+    # Pulls that find nothing return within 1 s, so the busy subscription sees activity often.
+    settings = ("--min-expiration-ttl-seconds", "2", "--expiration-check-seconds", "0.5",
+                "--pull-max-wait-seconds", "1")
     a, b = start_gateway(*settings, prefix=prefix), start_gateway(*settings, prefix=prefix)
     pub, sub = clients(a)
     topic = names("topics")
     pub.create_topic(name=topic)
     idle, busy, never = names("subscriptions", "-idle"), names("subscriptions", "-busy"), names("subscriptions", "-never")
+    # A TTL longer than the first pull's wait for its group (the stock broker's 3 s initial
+    # rebalance delay, and a second process joining): that pull is recorded once it has joined.
     for name in (idle, busy):
-        sub.create_subscription(request={"name": name, "topic": topic, "expiration_policy": {"ttl": "4s"}})
+        sub.create_subscription(request={"name": name, "topic": topic, "expiration_policy": {"ttl": "7s"}})
     sub.create_subscription(request={"name": never, "topic": topic, "expiration_policy": {}})
     assert not sub.get_subscription(subscription=never).expiration_policy.ttl
     with pytest.raises(exceptions.InvalidArgument, match="ttl"):
         sub.create_subscription(request={"name": names("subscriptions", "-short"), "topic": topic,
                                          "expiration_policy": {"ttl": "1s"}})
-    deadline = time.monotonic() + 9
+    deadline = time.monotonic() + 11
     while time.monotonic() < deadline:
         sub.pull(subscription=busy, max_messages=1, timeout=5)  # activity keeps it alive
     with pytest.raises(exceptions.NotFound):
