@@ -20,6 +20,12 @@ PACKAGE_DIRS = ("google", "google/pubsub", "google/pubsub/v1")
 
 _OWN_IMPORT = re.compile(r"^from google\.pubsub\.v1 import ", re.MULTILINE)
 _RELOCATED = "from gateway._pb.google.pubsub.v1 import "
+# Our descriptors go into a pool of their own (gateway/_pb/_pool.py), not protobuf's default
+# pool, where the official client registers the same names.
+_DEFAULT_POOL = "_descriptor_pool.Default().AddSerializedFile("
+_OWN_POOL = "_pool.POOL.AddSerializedFile("
+_BUILDER_IMPORT = "from google.protobuf.internal import builder as _builder\n"
+_POOL_IMPORT = "from gateway._pb import _pool\n"
 # Generated stubs use bare Mapping and the grpc module is untyped; keep
 # `mypy --strict` quiet about code we do not write by hand.
 _PYI_HEADER = '# mypy: disable-error-code="type-arg"\n'
@@ -62,13 +68,22 @@ def generate(out_dir: Path = DEFAULT_OUT) -> list[Path]:
         for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py"):
             path = stem.with_name(stem.name + suffix)
             text = _OWN_IMPORT.sub(_RELOCATED, path.read_text(encoding="utf-8"))
-            if suffix == "_pb2.pyi":
+            if suffix == "_pb2.py":
+                text = _own_pool(text, path)
+            elif suffix == "_pb2.pyi":
                 text = _PYI_HEADER + text
             elif suffix == "_pb2_grpc.py":
                 text = _GRPC_HEADER + text
             path.write_text(text, encoding="utf-8")
             written.append(path)
     return written
+
+
+def _own_pool(text: str, path: Path) -> str:
+    if text.count(_DEFAULT_POOL) != 1 or text.count(_BUILDER_IMPORT) != 1:
+        raise RuntimeError(f"{path}: protoc's output no longer has the expected pool lines")
+    text = text.replace(_DEFAULT_POOL, _OWN_POOL)
+    return text.replace(_BUILDER_IMPORT, _BUILDER_IMPORT + _POOL_IMPORT)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,10 +19,6 @@ import pytest
 
 from tests.gateways import GatewayProcess, kafka_version
 
-# Tests that load the gateway's generated protos run in a child interpreter of their own
-# (tests/unit/test_inprocess.py): those protos and the official client's cannot share a process.
-collect_ignore = [] if os.environ.get("PUBSUB_GATEWAY_TEST_INPROCESS") == "1" else ["inprocess"]
-
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

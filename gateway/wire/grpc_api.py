@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
-from google.protobuf import empty_pb2, message_factory
+from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
+from gateway._pb import _pool
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
 from gateway.core import exactly_once
@@ -29,6 +30,9 @@ from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
 from gateway.translate import limits, records
 from gateway.translate.limits import OutgoingMessage
 from gateway.wire.peers import DETAILS_KEY, FORWARDED
+
+# Empty of the gateway's own descriptor pool: what the RPCs that answer nothing return.
+_EMPTY = _pool.message_class("google.protobuf.Empty")
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -186,7 +190,7 @@ class Publisher(pb_grpc.PublisherServicer):
     @_guard
     async def DeleteTopic(self, request: Any, context: Any) -> Any:
         await self._topics.delete(request.topic)
-        return empty_pb2.Empty()
+        return _EMPTY()
 
     @_guard
     async def DetachSubscription(self, request: Any, context: Any) -> Any:
@@ -221,7 +225,7 @@ class Subscriber(pb_grpc.SubscriberServicer):
     @_guard
     async def DeleteSubscription(self, request: Any, context: Any) -> Any:
         await self._subs.delete(request.subscription)
-        return empty_pb2.Empty()
+        return _EMPTY()
 
     @_guard
     async def ModifyAckDeadline(self, request: Any, context: Any) -> Any:
@@ -229,14 +233,14 @@ class Subscriber(pb_grpc.SubscriberServicer):
             request.subscription, list(request.ack_ids), request.ack_deadline_seconds,
             forwarded=_forwarded(context),
         )
-        return empty_pb2.Empty()
+        return _EMPTY()
 
     @_guard
     async def Acknowledge(self, request: Any, context: Any) -> Any:
         await self._delivery.acknowledge(
             request.subscription, list(request.ack_ids), forwarded=_forwarded(context)
         )
-        return empty_pb2.Empty()
+        return _EMPTY()
 
     @_guard
     async def Pull(self, request: Any, context: Any) -> Any:
@@ -323,7 +327,7 @@ class Subscriber(pb_grpc.SubscriberServicer):
     @_guard
     async def ModifyPushConfig(self, request: Any, context: Any) -> Any:
         await self._subs.modify_push_config(request.subscription, request.push_config)
-        return empty_pb2.Empty()
+        return _EMPTY()
 
     @_guard
     async def GetSnapshot(self, request: Any, context: Any) -> Any:
@@ -345,7 +349,7 @@ class Subscriber(pb_grpc.SubscriberServicer):
     @_guard
     async def DeleteSnapshot(self, request: Any, context: Any) -> Any:
         await self._snapshots.delete(request.snapshot)
-        return empty_pb2.Empty()
+        return _EMPTY()
 
     @_guard
     async def Seek(self, request: Any, context: Any) -> Any:
