@@ -9,7 +9,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint unit protos bench bench-quick test-kafka-versions test-cluster clean
+.PHONY: run test lint unit inprocess e2e spark coverage protos bench bench-quick test-kafka-versions test-cluster clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -28,16 +28,35 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/pubsub-gateway serve --kafka-data-dir .cache/kafka-data
 
-## test: lint, type-check, then the whole suite against a real broker
-test: lint
-	$(BIN)/python -m pytest
+## test: the whole suite, fastest feedback first: lint, unit, in-process, end-to-end, Spark.
+## Each tier is one pytest run; the first tier that fails stops the rest (CONTRIBUTING.md).
+test: lint unit inprocess e2e spark
 
+## lint: ruff, mypy --strict, and the import contracts (no cycles; wire -> core -> Kafka)
 lint: $(STAMP)
 	$(BIN)/ruff check gateway tests benchmarks spark
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
+## unit: pure code, no broker (~30 s)
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+## inprocess: a whole gateway inside the test process on a real broker (~1 min)
+inprocess: $(STAMP)
+	$(BIN)/python -m pytest tests/inprocess
+
+## e2e: gateway processes, the official clients, real HTTP, brokers killed and restarted
+e2e: $(STAMP)
+	$(BIN)/python -m pytest tests/e2e tests/integration
+
+spark: $(STAMP)
+	$(BIN)/python -m pytest tests/spark
+
+## coverage: line and branch coverage of gateway/ by the unit and in-process tiers
+coverage: $(STAMP)
+	$(BIN)/python -m pytest -q --cov=gateway --cov-branch --cov-report=term:skip-covered \
+		--cov-report=json:.cache/coverage.json tests/unit tests/inprocess
 
 ## test-cluster: a three-broker cluster loses a broker under load (3 JVMs; a few minutes)
 test-cluster: $(STAMP)

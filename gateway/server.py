@@ -45,6 +45,13 @@ class Gateway:
         self._on_failure = on_failure
         self._stack = contextlib.AsyncExitStack()
         self._server: grpc.aio.Server | None = None
+        # The services, set by start(): the in-process tests (tests/inprocess) reach them here.
+        self.store: ResourceStore
+        self.topics: TopicService
+        self.subscriptions: SubscriptionService
+        self.delivery: DeliveryService
+        self.snapshots: SnapshotService
+        self.push: PushManager
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
@@ -90,6 +97,8 @@ class Gateway:
                           s.session_timeout_ms, s.expiration_check_seconds)
         await janitor.start()
         stack.push_async_callback(janitor.stop)
+        self.store, self.topics, self.subscriptions = store, topics, subs
+        self.delivery, self.snapshots = delivery, snapshots
         publisher = grpc_api.Publisher(topics, subs, snapshots)
         subscriber = grpc_api.Subscriber(subs, delivery, snapshots)
         grpc_api.add_to_server(server, publisher, subscriber)
@@ -105,7 +114,7 @@ class Gateway:
         app = rest.create_app({
             "google.pubsub.v1.Publisher": publisher, "google.pubsub.v1.Subscriber": subscriber,
         }, body_timeout=s.http_body_timeout_seconds)
-        push = PushManager(s, store, delivery, admin, producer, config)
+        push = self.push = PushManager(s, store, delivery, admin, producer, config)
         push.add_routes(app)  # the key set of push tokens, on the REST port
         rest_server = await stack.enter_async_context(
             rest.RestServer(app, s.host, s.rest_port, s.shutdown_grace_seconds, rest.HttpLimits(

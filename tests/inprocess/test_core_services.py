@@ -1,0 +1,158 @@
+"""The core services on a real broker, called directly in this process: topics, the resource
+store, delivery (pull, ack, modack), stream sessions and the subscription runner behind them."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import pytest
+
+from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+from gateway.core.delivery import Delivery
+from gateway.errors import AckIdsFailed, AlreadyExists, InvalidArgument, NotFound
+from gateway.translate.limits import OutgoingMessage
+from gateway.translate.records import message_id
+from tests.inprocess.conftest import InProcessGateway, settings_for
+
+Names = Callable[..., str]
+
+
+def _setup(gw: InProcessGateway, names: Names, **subscription: object) -> tuple[str, str]:
+    topic, sub = names("topics"), names("subscriptions")
+    gw.run(gw.gateway.topics.create(pb.Topic(name=topic)))
+    gw.run(gw.gateway.subscriptions.create(pb.Subscription(name=sub, topic=topic, **subscription)))
+    return topic, sub
+
+
+def _publish(gw: InProcessGateway, topic: str, texts: list[str], key: str = "") -> list[str]:
+    messages = [OutgoingMessage(t.encode(), {"n": t}, key) for t in texts]
+    return gw.run(gw.gateway.topics.publish(topic, messages))
+
+
+def _pull_all(gw: InProcessGateway, sub: str, count: int, timeout: float = 30.0) -> list[Delivery]:
+    got: list[Delivery] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        got += gw.run(gw.gateway.delivery.pull(sub, count - len(got), 2.0))
+    return got
+
+
+def test_topics_and_subscriptions_are_created_once_and_found(gw: InProcessGateway, names: Names) -> None:
+    topic, sub = _setup(gw, names)
+    assert gw.gateway.store.get("topic", topic) is not None
+    assert gw.gateway.subscriptions.get(sub).proto.topic == topic
+    with pytest.raises(AlreadyExists):
+        gw.run(gw.gateway.topics.create(pb.Topic(name=topic)))
+    with pytest.raises(NotFound):
+        gw.gateway.topics.get(names("topics", "-missing"))
+    with pytest.raises(InvalidArgument):
+        gw.run(gw.gateway.topics.create(pb.Topic(name="projects/p/topics/goog-reserved")))
+
+
+def test_pull_ack_and_modack_zero_through_the_delivery_service(gw: InProcessGateway, names: Names) -> None:
+    topic, sub = _setup(gw, names, ack_deadline_seconds=60)
+    ids = _publish(gw, topic, [f"m{i}" for i in range(30)])
+    assert len(set(ids)) == 30
+
+    first = _pull_all(gw, sub, 30)
+    assert sorted(d.record.value for d in first) == sorted(f"m{i}".encode() for i in range(30))
+    assert sorted(message_id(d.record.partition, d.record.offset) for d in first) == sorted(ids)
+
+    # Ack 20, hand 10 back with a zero deadline: exactly those 10 come again.
+    acked, returned = first[:20], first[20:]
+    gw.run(gw.gateway.delivery.acknowledge(sub, [d.ack_id for d in acked]))
+    gw.run(gw.gateway.delivery.modify_ack_deadline(sub, [d.ack_id for d in returned], 0))
+    again = _pull_all(gw, sub, 10)
+    assert sorted(d.record.value for d in again) == sorted(d.record.value for d in returned)
+    assert {d.ack_id for d in again}.isdisjoint(d.ack_id for d in returned)  # new leases
+
+    gw.run(gw.gateway.delivery.acknowledge(sub, [d.ack_id for d in again]))
+    assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
+
+
+def test_a_stream_session_delivers_within_its_outstanding_limit(gw: InProcessGateway, names: Names) -> None:
+    topic, sub = _setup(gw, names, ack_deadline_seconds=30)
+    _publish(gw, topic, [f"s{i}" for i in range(25)])
+    delivery = gw.gateway.delivery
+
+    async def read(limit: int) -> tuple[list[Delivery], list[Delivery]]:
+        session = await delivery.open_stream(sub, 30, limit, 0)
+        batches = session.batches()
+        try:
+            first: list[Delivery] = []
+            while len(first) < limit:  # up to the limit, and then nothing until acks
+                first += (await asyncio.wait_for(anext(batches), 20)).deliveries
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(anext(batches), 1.5)
+            # (a pending anext of an async generator cannot be resumed after its cancellation)
+        finally:
+            session.release()
+        await delivery.acknowledge(sub, [d.ack_id for d in first])
+        session = await delivery.open_stream(sub, 30, 0, 0)
+        batches = session.batches()
+        rest: list[Delivery] = []
+        try:
+            while len(rest) < 25 - limit:
+                rest += (await asyncio.wait_for(anext(batches), 20)).deliveries
+        finally:
+            await batches.aclose()
+            session.release()
+        await delivery.acknowledge(sub, [d.ack_id for d in rest])
+        return first, rest
+
+    first, rest = gw.run(read(10))
+    assert len(first) == 10
+    assert sorted(d.record.value for d in first + rest) == sorted(f"s{i}".encode() for i in range(25))
+
+
+def test_ordered_delivery_holds_a_key_until_its_message_is_acked(gw: InProcessGateway, names: Names) -> None:
+    topic, sub = _setup(gw, names, enable_message_ordering=True, ack_deadline_seconds=60)
+    _publish(gw, topic, [f"k{i}" for i in range(5)], key="key-a")
+    seen: list[bytes] = []
+    for _ in range(5):
+        got = _pull_all(gw, sub, 1, timeout=15)
+        assert len(got) == 1, f"after {seen}: {got}"
+        # The next message of the key is not delivered while this one is outstanding.
+        assert gw.run(gw.gateway.delivery.pull(sub, 10, 0.5)) == []
+        seen.append(got[0].record.value)
+        gw.run(gw.gateway.delivery.acknowledge(sub, [got[0].ack_id]))
+    assert seen == [f"k{i}".encode() for i in range(5)]
+
+
+def test_a_second_gateway_follows_the_resource_store(gw: InProcessGateway, names: Names) -> None:
+    """Resources live in a compacted topic: another process with the same prefix serves them."""
+    other = InProcessGateway(settings_for(gw.settings.kafka_bootstrap or "", gw.settings.internal_prefix)).start()
+    try:
+        topic, sub = _setup(gw, names)
+        deadline = time.monotonic() + 10
+        while other.gateway.store.get("subscription", sub) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert other.gateway.subscriptions.get(sub).proto.topic == topic
+        # A message published through one is delivered through the other.
+        _publish(other, topic, ["across"])
+        assert [d.record.value for d in _pull_all(gw, sub, 1)] == [b"across"]
+        # A delete through the other reaches this one.
+        other.run(other.gateway.topics.delete(topic))
+        deadline = time.monotonic() + 10
+        while gw.gateway.store.get("topic", topic) is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gw.gateway.store.get("topic", topic) is None
+    finally:
+        other.stop()
+
+
+def test_an_exactly_once_ack_of_a_replaced_lease_fails_by_id(gw: InProcessGateway, names: Names) -> None:
+    topic, sub = _setup(gw, names, enable_exactly_once_delivery=True)
+    _publish(gw, topic, ["eod"])
+    (stale,) = _pull_all(gw, sub, 1)
+    gw.run(gw.gateway.delivery.modify_ack_deadline(sub, [stale.ack_id], 0))  # handed back
+    (fresh,) = _pull_all(gw, sub, 1)
+    assert fresh.record.value == b"eod" and fresh.ack_id != stale.ack_id
+    with pytest.raises(AckIdsFailed) as failed:
+        gw.run(gw.gateway.delivery.acknowledge(sub, [stale.ack_id, fresh.ack_id]))
+    assert failed.value.failures[stale.ack_id] == "PERMANENT_FAILURE_INVALID_ACK_ID"
+    assert failed.value.failures[fresh.ack_id].startswith("TRANSIENT_")
+    gw.run(gw.gateway.delivery.acknowledge(sub, [fresh.ack_id]))  # the retry alone succeeds
+    assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
