@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
 
-from gateway.settings import Settings, add_arguments
+import gateway.cli
+import gateway.settings
+from gateway.settings import OPTIONS, Settings, add_arguments, options_of, setting
 from tests.unit.test_settings import parse
 
 # flag, its environment variable, a value that passes validation, the field's value from it (a
@@ -89,8 +92,9 @@ def test_metavars_and_repeatable_flags() -> None:
 
 
 def test_every_flag_has_a_field_of_its_name() -> None:
-    fields = {f.name for f in dataclasses.fields(Settings)}
-    assert fields == {flag[2:].replace("-", "_") for flag, *_ in FLAGS}
+    fields = [f.name for f in dataclasses.fields(Settings)]
+    assert fields == [flag[2:].replace("-", "_") for flag, *_ in FLAGS]
+    assert [(o.flag, o.variable) for o in OPTIONS] == [(flag, variable) for flag, variable, *_ in FLAGS]
 
 
 @pytest.mark.parametrize(("flag", "variable", "text", "value"), FLAGS, ids=[f[0] for f in FLAGS])
@@ -109,3 +113,30 @@ def test_flag_and_variable_set_the_same_field(flag: str, variable: str, text: st
 def test_variables_are_the_prefix_and_the_field_name() -> None:
     for flag, variable, *_ in FLAGS:
         assert variable == "PUBSUB_GATEWAY_" + flag[2:].replace("-", "_").upper()
+
+
+def test_messages_name_flags_that_exist() -> None:
+    """Error messages spell their flags out: each must still be one (a renamed field renames its flag)."""
+    flags = {o.flag for o in OPTIONS}
+    for module in (gateway.settings, gateway.cli):
+        text = Path(module.__file__ or "").read_text(encoding="utf-8")
+        named = set(re.findall(r"--[a-z][a-z0-9-]*", text)) - {"--some-flag"}  # the docstring's example
+        assert named, module.__name__
+        assert named <= flags, module.__name__
+
+
+def test_a_field_of_a_type_no_flag_reads_is_refused() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Odd:
+        ratio: complex = 1j
+
+    with pytest.raises(TypeError, match=r"Odd.ratio: no flag reads a <class 'complex'>"):
+        options_of(Odd)
+
+    @dataclasses.dataclass(frozen=True)
+    class Converted:
+        ratio: complex = setting(1j, "a ratio", convert=complex)
+
+    (option,) = options_of(Converted)
+    assert (option.flag, option.variable, option.help) == ("--ratio", "PUBSUB_GATEWAY_RATIO", "a ratio")
+    assert option.convert("2j") == 2j
