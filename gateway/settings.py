@@ -1,8 +1,13 @@
 """One settings object, from command-line flags and environment variables, validated at start-up.
 
-Every flag `--some-flag` has an environment variable `PUBSUB_GATEWAY_SOME_FLAG`; a flag given on
-the command line wins over the variable.
+Each setting is declared once, as a field of `Settings`: its flag `--some-flag` and its environment
+variable `PUBSUB_GATEWAY_SOME_FLAG` come from the field's name `some_flag`, what the flag takes
+from the field's type, and its help from `setting(...)`. A flag given on the command line wins
+over the variable.
 """
+
+# setting() returns a dataclasses.Field, as field() does: not a value shared by every instance.
+# ruff: noqa: RUF009
 
 from __future__ import annotations
 
@@ -10,9 +15,9 @@ import argparse
 import dataclasses
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar, get_type_hints
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
 from gateway.push import endpoints
@@ -23,67 +28,176 @@ MIN_PULL_RESPONSE_BYTES = 1024 * 1024
 # Kafka options whose values are masked in logs: passwords, keys, and whole JAAS or OAuth configs.
 _SECRET_WORDS = ("password", "secret", "token", "key", "jaas", "oauthbearer.config", "credential")
 
+T = TypeVar("T")
+
 
 class SettingsError(ValueError):
     """A setting is missing or out of range; the message names it."""
 
 
+def flag_of(name: str) -> str:
+    """The command-line flag of the setting `name`: `kafka_port` is `--kafka-port`."""
+    return "--" + name.replace("_", "-")
+
+
+def variable_of(name: str) -> str:
+    """The environment variable of the setting `name`: `kafka_port` is PUBSUB_GATEWAY_KAFKA_PORT."""
+    return ENV_PREFIX + name.upper()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Declared:
+    """What a field's declaration says of its flag besides what its name and type say."""
+
+    help: str | None = None
+    metavar: str | None = None
+    # The value argparse gives (a string, or what the flag's type made of one) to the field's;
+    # without it, the field's type says (_BY_TYPE).
+    convert: Callable[[Any], Any] | None = None
+    # A repeatable flag: how its variable splits into entries.
+    split_env: Callable[[str], list[str]] | None = None
+
+
+_DECLARED = "pubsub_gateway.setting"  # the key of a _Declared in a field's metadata
+
+
+def setting(default: T, help: str | None = None, *, metavar: str | None = None,
+            convert: Callable[[Any], T] | None = None) -> T:
+    """A field of Settings: its default, and its flag's help (a field given a bare default is a
+    flag without help)."""
+    return dataclasses.field(default=default, metadata={_DECLARED: _Declared(help, metavar, convert)})
+
+
+def repeatable_setting(help: str, *, metavar: str, split_env: Callable[[str], list[str]]) -> dict[str, str]:
+    """A field of Settings given by a flag repeated once per entry, empty by default. Its entries
+    stay a list until from_namespace makes the field's value of them."""
+    declared = _Declared(help, metavar, convert=list, split_env=split_env)
+    return dataclasses.field(default_factory=dict, metadata={_DECLARED: declared})
+
+
+_DESTINATIONS_ERROR = "--push-destinations must be any or public, got {!r}"
+
+
+def _push_destinations(value: object) -> endpoints.Policy:
+    try:
+        return endpoints.policy(str(value).strip().lower())
+    except ValueError:
+        raise SettingsError(_DESTINATIONS_ERROR.format(value)) from None
+
+
+def split_env_kafka_config(raw: str) -> list[str]:
+    """The entries of PUBSUB_GATEWAY_KAFKA_CONFIG: separated by newlines when the value holds
+    one (so values may contain commas), otherwise by commas. Blank lines and lines starting
+    with `#` are skipped in the newline form."""
+    if "\n" in raw:
+        lines = (line.strip() for line in raw.splitlines())
+        return [line for line in lines if line and not line.startswith("#")]
+    return [item for item in raw.split(",") if item.strip()]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
-    host: str = "127.0.0.1"
-    port: int = 8085
-    rest_port: int = 8086
-    kafka_bootstrap: str | None = None
-    kafka_config: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    kafka_config_file: Path | None = None  # its entries are in kafka_config; kept for the record
-    kafka_data_dir: Path | None = None
-    kafka_port: int = 0
-    kafka_heap_mb: int = 384
-    kafka_max_restarts: int = 3
-    internal_prefix: str = "__pubsub_gateway"
+    host: str = setting("127.0.0.1", "address to listen on (default 127.0.0.1)")
+    port: int = setting(8085, "gRPC port (default 8085; 0 picks one)")
+    rest_port: int = setting(8086, "REST/JSON port (default 8086; 0 picks one)")
+    kafka_bootstrap: str | None = setting(
+        None, "HOST:PORT of an existing Kafka cluster; without it an embedded local broker runs")
+    kafka_config: Mapping[str, str] = repeatable_setting(
+        "extra librdkafka option for every client (repeatable), e.g. security.protocol=SSL; "
+        "the variable separates entries by commas, or by newlines when it holds one",
+        metavar="KEY=VALUE", split_env=split_env_kafka_config)
+    # Its entries are in kafka_config; kept for the record.
+    kafka_config_file: Path | None = setting(
+        None, "librdkafka options in a Java properties file (Kafka's client.properties form); "
+              "--kafka-config entries win over it", metavar="FILE")
+    kafka_data_dir: Path | None = setting(None, "embedded broker data")
+    kafka_port: int = setting(0, "embedded broker port (0 = free)")
+    kafka_heap_mb: int = setting(384, "embedded broker heap")
+    kafka_max_restarts: int = setting(
+        3, "restarts of a dead embedded broker allowed within 5 minutes; one more death and the "
+           "gateway exits with status 3 (default 3; 0 exits at the first)")
+    internal_prefix: str = setting("__pubsub_gateway", "prefix of the gateway's own topics")
     default_partitions: int = 4
     # Resource limits (docs/limits.md). Every subscription gets a lease/ack log with as many
     # partitions as its topic: a topic of N partitions with S subscriptions costs N * (1 + S).
-    max_partitions_per_topic: int = 64
-    max_topics_per_project: int = 10_000  # Google's limits
-    max_subscriptions_per_project: int = 10_000
-    max_snapshots_per_project: int = 5_000
+    max_partitions_per_topic: int = setting(
+        64, "most partitions of a topic (label kafka-partitions, or an adopted Kafka topic); each "
+            "subscription's lease/ack log gets as many (default 64)")
+    max_topics_per_project: int = setting(  # Google's limits
+        10_000, "topics per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)")
+    max_subscriptions_per_project: int = setting(
+        10_000, "subscriptions per project; more answer RESOURCE_EXHAUSTED (default 10,000)")
+    max_snapshots_per_project: int = setting(
+        5_000, "snapshots per project; more answer RESOURCE_EXHAUSTED (default 5,000)")
     replication_factor: int = -1
     pull_max_wait_seconds: float = 5.0
     # Longer than a dead group coordinator takes to move (the broker's session, 9 s, and an
     # election): a shorter one costs every member its partitions when a coordinator dies.
-    session_timeout_ms: int = 20_000
+    session_timeout_ms: int = setting(
+        20_000, "consumer-group session of each subscription's member (default 20,000): how long a "
+                "crashed process holds its partitions, and how long a dead group coordinator may "
+                "take to move before members lose theirs")
     idle_subscription_seconds: float = 300.0
     checkpoint_interval_seconds: float = 1.0
     shutdown_grace_seconds: float = 5.0
-    stream_max_seconds: float = 1800.0
+    expiration_check_seconds: float = setting(
+        60.0, "how often the elected process looks for expired subscriptions")
+    min_expiration_ttl_seconds: int = setting(
+        86_400, "smallest expiration_policy.ttl accepted (the API's is 1 day; lower it only for tests)")
+    advertise_address: str = setting(
+        "", "HOST:PORT where other gateway processes reach this one (default: --host:--port)")
+    stream_max_seconds: float = setting(
+        1800.0, "StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect")
     # gRPC's default limit on a received message: what the official clients keep when they are
     # pointed at an emulator (PUBSUB_EMULATOR_HOST makes them open a plain channel).
-    pull_response_max_bytes: int = 4 * 1024 * 1024
-    advertise_address: str = ""
-    expiration_check_seconds: float = 60.0
-    min_expiration_ttl_seconds: int = 86_400
-    push_max_outstanding: int = 1000
-    push_max_connections: int = 50
-    push_auth_issuer: str = ""
-    push_auth_key_file: Path | None = None
+    pull_response_max_bytes: int = setting(
+        4 * 1024 * 1024,
+        "each Pull and StreamingPull response stays under this size, but holds one message at "
+        "least (default 4 MiB: gRPC's own limit, which the official clients keep against an "
+        "emulator host; up to 20 MiB for clients that accept more)")
+    push_max_outstanding: int = setting(
+        1000, "largest push window: pushes outstanding per subscription and process (default 1000)")
+    push_max_connections: int = setting(
+        50, "HTTP connections to push endpoints, all subscriptions together, and the most requests "
+            "one subscription has in flight (default 50)")
+    push_auth_issuer: str = setting(
+        "", "`iss` of push tokens and base URL of their key set (default http://HOST:REST-PORT)")
+    push_auth_key_file: Path | None = setting(
+        None, "PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)")
     push_auth_key_rotation_hours: float = 24.0
     # Where pushes may go besides the addresses refused always (link-local, metadata, ...):
     # "any" or "public" (no loopback, private or other non-global addresses). docs/push.md
-    push_destinations: endpoints.Policy = endpoints.DEFAULT_POLICY
+    push_destinations: endpoints.Policy = setting(
+        endpoints.DEFAULT_POLICY,
+        "where push endpoints may be: any (the default) or public (not loopback, private or "
+        "other non-global addresses, checked after DNS resolution). Link-local addresses, "
+        "the cloud metadata address among them, are refused always",
+        convert=_push_destinations)
     # Connection limits and timeouts (docs/connections.md).
-    http_max_connections: int = 1000
-    http_header_timeout_seconds: float = 10.0
-    http_body_timeout_seconds: float = 60.0
-    http_idle_timeout_seconds: float = 60.0
-    grpc_max_connections: int = 1000
-    grpc_max_concurrent_rpcs: int = 10_000
-    grpc_max_streams_per_connection: int = 1000
-    grpc_handshake_timeout_seconds: float = 10.0
-    grpc_idle_timeout_seconds: float = 300.0
-    grpc_max_connection_age_seconds: float = 3600.0  # 0: no limit
-    event_loop: str = "auto"  # uvloop where installed, else asyncio's own
-    log_level: str = "INFO"
+    http_max_connections: int = setting(
+        1000, "open connections of the REST port; one past it is answered 503 and closed (default 1000)")
+    http_header_timeout_seconds: float = setting(
+        10.0, "a request's line and headers must arrive within this long of its first byte (default 10)")
+    http_body_timeout_seconds: float = setting(
+        60.0, "a request's body must arrive within this long of its headers, or 408 (default 60)")
+    http_idle_timeout_seconds: float = setting(
+        60.0, "a REST connection without a request for this long is closed (default 60)")
+    grpc_max_connections: int = setting(
+        1000, "open connections of the gRPC port; more are closed at once (default 1000)")
+    grpc_max_concurrent_rpcs: int = setting(
+        10_000, "calls in progress, streams included; more fail with RESOURCE_EXHAUSTED (default 10000)")
+    grpc_max_streams_per_connection: int = setting(
+        1000, "HTTP/2 MAX_CONCURRENT_STREAMS of each gRPC connection (default 1000)")
+    grpc_handshake_timeout_seconds: float = setting(
+        10.0, "a gRPC connection must open HTTP/2 within this long, or it is closed (default 10)")
+    grpc_idle_timeout_seconds: float = setting(
+        300.0, "a gRPC connection without calls for this long is closed with GOAWAY (default 300)")
+    grpc_max_connection_age_seconds: float = setting(
+        3600.0, "gRPC connections older than this get GOAWAY; their calls run to their end (default 3600; "
+                "0: no limit)")
+    event_loop: str = setting(
+        "auto", "auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)")
+    log_level: str = setting("INFO", convert=lambda value: str(value).upper())
 
     def validate(self) -> Settings:
         if not 0 <= self.port <= 65535:
@@ -166,12 +280,12 @@ class Settings:
         for name in ("http_max_connections", "grpc_max_connections", "grpc_max_concurrent_rpcs",
                      "grpc_max_streams_per_connection"):
             if not 1 <= getattr(self, name) <= 1_000_000:
-                raise SettingsError(f"--{name.replace('_', '-')} must be 1..1000000")
+                raise SettingsError(f"{flag_of(name)} must be 1..1000000")
         for name in ("http_header_timeout_seconds", "http_body_timeout_seconds",
                      "http_idle_timeout_seconds", "grpc_handshake_timeout_seconds",
                      "grpc_idle_timeout_seconds"):
             if not 0.1 <= getattr(self, name) <= 86_400:
-                raise SettingsError(f"--{name.replace('_', '-')} must be in [0.1, 86400]")
+                raise SettingsError(f"{flag_of(name)} must be in [0.1, 86400]")
         age = self.grpc_max_connection_age_seconds
         if age != 0 and not 1 <= age <= 30 * 86_400:
             raise SettingsError("--grpc-max-connection-age-seconds must be 0 (no limit) or in [1, 2592000]")
@@ -194,16 +308,6 @@ class Settings:
         return out
 
 
-_DESTINATIONS_ERROR = "--push-destinations must be any or public, got {!r}"
-
-
-def _push_destinations(value: object) -> endpoints.Policy:
-    try:
-        return endpoints.policy(str(value).strip().lower())
-    except ValueError:
-        raise SettingsError(_DESTINATIONS_ERROR.format(value)) from None
-
-
 def _parse_kafka_config(items: Sequence[str]) -> dict[str, str]:
     config: dict[str, str] = {}
     for item in items:
@@ -220,16 +324,6 @@ def _masked_item(item: str) -> str:
         return item
     key = re.split(r"[=:\s]", item.strip(), maxsplit=1)[0]
     return f"{key}***"
-
-
-def split_env_kafka_config(raw: str) -> list[str]:
-    """The entries of PUBSUB_GATEWAY_KAFKA_CONFIG: separated by newlines when the value holds
-    one (so values may contain commas), otherwise by commas. Blank lines and lines starting
-    with `#` are skipped in the newline form."""
-    if "\n" in raw:
-        lines = (line.strip() for line in raw.splitlines())
-        return [line for line in lines if line and not line.startswith("#")]
-    return [item for item in raw.split(",") if item.strip()]
 
 
 _PROPERTY_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
@@ -318,137 +412,96 @@ def _kafka_settings(bootstrap: str | None, config_file: Path | None,
     return bootstrap or from_config or None, config
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Option:
+    """A setting as the command line and the environment give it, all of it derived from its
+    field in Settings."""
+
+    name: str  # the field's
+    flag: str  # --kafka-port
+    variable: str  # PUBSUB_GATEWAY_KAFKA_PORT
+    default: object  # the field's; dataclasses.MISSING for a repeatable flag (its entries start empty)
+    help: str | None
+    metavar: str | None
+    # What argparse makes of a string, the flag's or the variable's (argparse's `type`).
+    type: Callable[[str], Any] | None
+    # What argparse gave to the field's value.
+    convert: Callable[[Any], Any]
+    # A repeatable flag: how its variable splits into entries.
+    split_env: Callable[[str], list[str]] | None
+
+
+def _plain(kind: Callable[[Any], T]) -> Callable[[Any], T]:
+    return lambda value: kind("" if value is None else value)
+
+
+def _optional_path(value: object) -> Path | None:
+    return Path(str(value)) if value else None
+
+
+def _optional_str(value: object) -> str | None:
+    return str(value) if value else None
+
+
+# A declared type: argparse's `type` for the flag, and the field's value from what argparse gave.
+_BY_TYPE: dict[object, tuple[Callable[[str], Any] | None, Callable[[Any], Any]]] = {
+    int: (int, _plain(int)),
+    float: (float, _plain(float)),
+    str: (None, _plain(str)),
+    str | None: (None, _optional_str),
+    Path | None: (Path, _optional_path),
+}
+
+
+def options_of(settings_class: type[Any]) -> tuple[Option, ...]:
+    """The options of a settings dataclass (Settings), one per field, in their order. A field of
+    a type _BY_TYPE does not know, declared without a convert function, is refused."""
+    hints = get_type_hints(settings_class)
+    options = []
+    for field in dataclasses.fields(settings_class):
+        declared = field.metadata.get(_DECLARED, _Declared())
+        arg_type, by_type = _BY_TYPE.get(hints[field.name], (None, None))
+        convert = declared.convert or by_type
+        if convert is None:
+            raise TypeError(f"{settings_class.__name__}.{field.name}: no flag reads a {hints[field.name]}; "
+                            "declare it with setting(..., convert=...)")
+        options.append(Option(
+            name=field.name, flag=flag_of(field.name), variable=variable_of(field.name),
+            default=field.default, help=declared.help, metavar=declared.metavar, type=arg_type,
+            convert=convert, split_env=declared.split_env,
+        ))
+    return tuple(options)
+
+
+OPTIONS: Final = options_of(Settings)
+
+
 def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None = None) -> None:
     """Add one flag per setting to `parser`, each defaulting to its environment variable."""
     env = os.environ if env is None else env
-    defaults = Settings()
-
-    def default(name: str) -> object:
-        return env.get(ENV_PREFIX + name.upper(), getattr(defaults, name))
-
-    p = parser.add_argument
-    p("--host", default=default("host"), help="address to listen on (default 127.0.0.1)")
-    p("--port", type=int, default=default("port"), help="gRPC port (default 8085; 0 picks one)")
-    p("--rest-port", type=int, default=default("rest_port"),
-      help="REST/JSON port (default 8086; 0 picks one)")
-    p(
-        "--kafka-bootstrap",
-        default=default("kafka_bootstrap"),
-        help="HOST:PORT of an existing Kafka cluster; without it an embedded local broker runs",
-    )
-    env_config = split_env_kafka_config(env.get(ENV_PREFIX + "KAFKA_CONFIG", ""))
-    p(
-        "--kafka-config",
-        action="append",
-        default=env_config,
-        metavar="KEY=VALUE",
-        help="extra librdkafka option for every client (repeatable), e.g. security.protocol=SSL; "
-             "the variable separates entries by commas, or by newlines when it holds one",
-    )
-    p("--kafka-config-file", type=Path, default=default("kafka_config_file"), metavar="FILE",
-      help="librdkafka options in a Java properties file (Kafka's client.properties form); "
-           "--kafka-config entries win over it")
-    p("--kafka-data-dir", type=Path, default=default("kafka_data_dir"), help="embedded broker data")
-    p("--kafka-port", type=int, default=default("kafka_port"), help="embedded broker port (0 = free)")
-    p("--kafka-heap-mb", type=int, default=default("kafka_heap_mb"), help="embedded broker heap")
-    p("--kafka-max-restarts", type=int, default=default("kafka_max_restarts"),
-      help="restarts of a dead embedded broker allowed within 5 minutes; one more death and the "
-           "gateway exits with status 3 (default 3; 0 exits at the first)")
-    p("--internal-prefix", default=default("internal_prefix"), help="prefix of the gateway's own topics")
-    p("--default-partitions", type=int, default=default("default_partitions"))
-    p("--max-partitions-per-topic", type=int, default=default("max_partitions_per_topic"),
-      help="most partitions of a topic (label kafka-partitions, or an adopted Kafka topic); each "
-           "subscription's lease/ack log gets as many (default 64)")
-    p("--max-topics-per-project", type=int, default=default("max_topics_per_project"),
-      help="topics per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)")
-    p("--max-subscriptions-per-project", type=int, default=default("max_subscriptions_per_project"),
-      help="subscriptions per project; more answer RESOURCE_EXHAUSTED (default 10,000)")
-    p("--max-snapshots-per-project", type=int, default=default("max_snapshots_per_project"),
-      help="snapshots per project; more answer RESOURCE_EXHAUSTED (default 5,000)")
-    p("--replication-factor", type=int, default=default("replication_factor"))
-    p("--pull-max-wait-seconds", type=float, default=default("pull_max_wait_seconds"))
-    p("--session-timeout-ms", type=int, default=default("session_timeout_ms"),
-      help="consumer-group session of each subscription's member (default 20,000): how long a "
-           "crashed process holds its partitions, and how long a dead group coordinator may "
-           "take to move before members lose theirs")
-    p("--idle-subscription-seconds", type=float, default=default("idle_subscription_seconds"))
-    p("--checkpoint-interval-seconds", type=float, default=default("checkpoint_interval_seconds"))
-    p("--shutdown-grace-seconds", type=float, default=default("shutdown_grace_seconds"))
-    p("--expiration-check-seconds", type=float, default=default("expiration_check_seconds"),
-      help="how often the elected process looks for expired subscriptions")
-    p("--min-expiration-ttl-seconds", type=int, default=default("min_expiration_ttl_seconds"),
-      help="smallest expiration_policy.ttl accepted (the API's is 1 day; lower it only for tests)")
-    p("--advertise-address", default=default("advertise_address"),
-      help="HOST:PORT where other gateway processes reach this one (default: --host:--port)")
-    p("--stream-max-seconds", type=float, default=default("stream_max_seconds"),
-      help="StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect")
-    p("--pull-response-max-bytes", type=int, default=default("pull_response_max_bytes"),
-      help="each Pull and StreamingPull response stays under this size, but holds one message at "
-           "least (default 4 MiB: gRPC's own limit, which the official clients keep against an "
-           "emulator host; up to 20 MiB for clients that accept more)")
-    p("--push-max-outstanding", type=int, default=default("push_max_outstanding"),
-      help="largest push window: pushes outstanding per subscription and process (default 1000)")
-    p("--push-max-connections", type=int, default=default("push_max_connections"),
-      help="HTTP connections to push endpoints, all subscriptions together, and the most requests "
-           "one subscription has in flight (default 50)")
-    p("--push-auth-issuer", default=default("push_auth_issuer"),
-      help="`iss` of push tokens and base URL of their key set (default http://HOST:REST-PORT)")
-    p("--push-auth-key-file", type=Path, default=default("push_auth_key_file"),
-      help="PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)")
-    p("--push-auth-key-rotation-hours", type=float, default=default("push_auth_key_rotation_hours"))
-    p("--push-destinations", default=default("push_destinations"),
-      help="where push endpoints may be: any (the default) or public (not loopback, private or "
-           "other non-global addresses, checked after DNS resolution). Link-local addresses, "
-           "the cloud metadata address among them, are refused always")
-    p("--http-max-connections", type=int, default=default("http_max_connections"),
-      help="open connections of the REST port; one past it is answered 503 and closed (default 1000)")
-    p("--http-header-timeout-seconds", type=float, default=default("http_header_timeout_seconds"),
-      help="a request's line and headers must arrive within this long of its first byte (default 10)")
-    p("--http-body-timeout-seconds", type=float, default=default("http_body_timeout_seconds"),
-      help="a request's body must arrive within this long of its headers, or 408 (default 60)")
-    p("--http-idle-timeout-seconds", type=float, default=default("http_idle_timeout_seconds"),
-      help="a REST connection without a request for this long is closed (default 60)")
-    p("--grpc-max-connections", type=int, default=default("grpc_max_connections"),
-      help="open connections of the gRPC port; more are closed at once (default 1000)")
-    p("--grpc-max-concurrent-rpcs", type=int, default=default("grpc_max_concurrent_rpcs"),
-      help="calls in progress, streams included; more fail with RESOURCE_EXHAUSTED (default 10000)")
-    p("--grpc-max-streams-per-connection", type=int, default=default("grpc_max_streams_per_connection"),
-      help="HTTP/2 MAX_CONCURRENT_STREAMS of each gRPC connection (default 1000)")
-    p("--grpc-handshake-timeout-seconds", type=float, default=default("grpc_handshake_timeout_seconds"),
-      help="a gRPC connection must open HTTP/2 within this long, or it is closed (default 10)")
-    p("--grpc-idle-timeout-seconds", type=float, default=default("grpc_idle_timeout_seconds"),
-      help="a gRPC connection without calls for this long is closed with GOAWAY (default 300)")
-    p("--grpc-max-connection-age-seconds", type=float, default=default("grpc_max_connection_age_seconds"),
-      help="gRPC connections older than this get GOAWAY; their calls run to their end (default 3600; "
-           "0: no limit)")
-    p("--event-loop", default=default("event_loop"),
-      help="auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)")
-    p("--log-level", default=default("log_level"))
+    for option in OPTIONS:
+        value = env.get(option.variable)
+        if option.split_env is not None:
+            entries = option.split_env(value or "")
+            parser.add_argument(option.flag, action="append", default=entries, metavar=option.metavar,
+                                help=option.help)
+        else:
+            # A string default (the variable's) goes through `type` as the flag's value would.
+            typed: dict[str, Any] = {} if option.type is None else {"type": option.type}
+            parser.add_argument(option.flag, **typed, default=option.default if value is None else value,
+                                metavar=option.metavar, help=option.help)
 
 
-# Fields taken from their flag as they are, converted by their declared type (a flag's default
-# from the environment is a string); the others are built in from_namespace.
-_PLAIN = {"int": int, "float": float, "str": str}
+# Resolved together and first: `bootstrap.servers` may come from --kafka-config or the file.
+_KAFKA = ("kafka_bootstrap", "kafka_config", "kafka_config_file")
 
 
 def from_namespace(ns: argparse.Namespace) -> Settings:
     """Build and validate Settings from parsed flags."""
-    values: dict[str, Any] = {}
-    for field in dataclasses.fields(Settings):
-        convert = _PLAIN.get(str(field.type))
-        if convert is not None:
-            value = getattr(ns, field.name)
-            values[field.name] = convert("" if value is None else value)
-    config_file = Path(ns.kafka_config_file) if ns.kafka_config_file else None
-    bootstrap, kafka_config = _kafka_settings(ns.kafka_bootstrap or None, config_file, ns.kafka_config)
-    key_file, data_dir = ns.push_auth_key_file, ns.kafka_data_dir
-    return Settings(**{
-        **values,
-        "kafka_bootstrap": bootstrap,
-        "kafka_config": kafka_config,
-        "kafka_config_file": config_file,
-        "kafka_data_dir": Path(data_dir) if data_dir else None,
-        "push_auth_key_file": Path(key_file) if key_file else None,
-        "push_destinations": _push_destinations(ns.push_destinations),
-        "log_level": str(ns.log_level).upper(),
-    }).validate()
+    values: dict[str, Any] = {o.name: o.convert(getattr(ns, o.name)) for o in OPTIONS if o.name in _KAFKA}
+    values["kafka_bootstrap"], values["kafka_config"] = _kafka_settings(
+        values["kafka_bootstrap"], values["kafka_config_file"], values["kafka_config"])
+    for option in OPTIONS:
+        if option.name not in values:
+            values[option.name] = option.convert(getattr(ns, option.name))
+    return Settings(**values).validate()
