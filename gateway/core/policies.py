@@ -9,11 +9,11 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
-from gateway.translate import filters
+from gateway.translate import filters, limits
 from gateway.translate.records import Headers, Record
 
 DEFAULT_MIN_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS = 10_000, 600_000
-DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+DEFAULT_RETENTION_MS = limits.DEFAULT_RETENTION * 1000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -23,6 +23,9 @@ ECHO_CHARS = 64  # of a refused value quoted in an error (a whole one may not fi
 MIN_ACK_DEADLINE = 10
 MAX_ACK_DEADLINE = 600
 DEFAULT_ACK_DEADLINE = 10
+# A topic's or subscription's message_retention_duration, in seconds: 10 minutes to 31 days.
+MIN_RETENTION, MAX_RETENTION = 600, 31 * 24 * 3600
+DEFAULT_RETENTION = 7 * 24 * 3600  # a subscription's, when it sets none
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
