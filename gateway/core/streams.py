@@ -15,7 +15,8 @@ import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from gateway.core.runner import SubscriptionRunner, now_ms
+from gateway.clock import now_ms
+from gateway.core.runner import SubscriptionRunner
 from gateway.errors import GatewayError, InvalidArgument, Unavailable
 from gateway.translate import limits
 from gateway.translate.records import Record

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from google.protobuf import duration_pb2
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.clock import now_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, Rollback
@@ -153,7 +153,7 @@ class SubscriptionService:
             "partitions": partitions,
             "log_topic": names.internal_topic(self._settings.internal_prefix, "acks", name, uid),
             "group_id": f"{self._settings.internal_prefix}.{name}.{uid}",
-            "created_ms": int(time.time() * 1000),
+            "created_ms": now_ms(),
         }
         res = Resource("subscription", name, sub, meta, op=uuid.uuid4().hex)
         self._store.check_size(res)

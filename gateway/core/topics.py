@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.clock import to_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, Rollback
@@ -241,4 +242,4 @@ def _retention(topic: Any) -> dict[str, str]:
         raise InvalidArgument(
             "Invalid message_retention_duration: it must be between 10 minutes and 31 days."
         )
-    return {"retention.ms": str(int(seconds * 1000))}
+    return {"retention.ms": str(to_ms(d))}

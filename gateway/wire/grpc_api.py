@@ -357,7 +357,7 @@ class Subscriber(pb_grpc.SubscriberServicer):
         if request.snapshot:
             await self._snapshots.seek_to_snapshot(request.subscription, request.snapshot)
         else:
-            when = limits.seek_time_ms(request.time.seconds, request.time.nanos)
+            when = limits.seek_time_ms(request.time)
             await self._snapshots.seek_to_time(request.subscription, when)
         return pb.SeekResponse()
 
