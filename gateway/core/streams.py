@@ -59,11 +59,6 @@ class StreamSession:
 
     # -- control from the request side -----------------------------------------------------
 
-    def set_max_messages(self, n: int) -> None:
-        """Change the stream's outstanding-message limit (<= 0: no limit)."""
-        self._max_messages = n if n > 0 else 1 << 30
-        self._wake.set()
-
     def set_deadline(self, seconds: int) -> None:
         self.deadline_seconds = limits.ack_deadline(seconds, "stream_ack_deadline_seconds")
 
