@@ -1,4 +1,5 @@
-"""The gRPC wire: Publisher, Subscriber (and SchemaService, unimplemented) servicers.
+"""The gRPC wire: the Publisher and Subscriber servicers. SchemaService is not served: gRPC
+answers its calls UNIMPLEMENTED, as for any service not registered.
 
 Handlers only translate between protos and core calls; core errors become gRPC statuses in
 `_guard`, the one place that does so.
