@@ -11,7 +11,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from gateway.translate.records import KEY_ATTRIBUTE, MAX_ORDERING_KEY_BYTES
+from gateway.translate.limits import MAX_ORDERING_KEY_BYTES
+from gateway.translate.records import KEY_ATTRIBUTE
 
 PARTITION_SHIFT = 40  # as records.message_id: partition << 40 | offset
 COLUMNS = ("message_id", "data", "attributes", "ordering_key", "publish_time", "partition", "offset")

@@ -18,12 +18,13 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from gateway.clock import now_ms
 from gateway.core import exactly_once, peers, policies
 from gateway.core.exactly_once import Ref, commands
 from gateway.core.expiration import ActivityRecorder
 from gateway.core.policies import Policies
 from gateway.core.resources import Resource, ResourceStore
-from gateway.core.runner import LogWriter, SubscriptionRunner, now_ms
+from gateway.core.runner import LogWriter, SubscriptionRunner
 from gateway.core.streams import StreamSession
 from gateway.core.subscriptions import log_topic_spec
 from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, NotFound

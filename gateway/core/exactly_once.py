@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.core.runner import SubscriptionRunner, now_ms
+from gateway.clock import now_ms
+from gateway.core.runner import SubscriptionRunner
 from gateway.errors import AckIdsFailed
 from gateway.leases.commands import Ack, Command, SetDeadline
 from gateway.leases.ranges import to_ranges

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any
 
+from gateway.clock import now_ms, to_ms
 from gateway.core.resources import Resource, ResourceStore
 from gateway.errors import GatewayError
 from gateway.kafka import consumer as kafka_consumer
@@ -28,7 +28,7 @@ def ttl_ms(res: Resource) -> int | None:
     policy = res.proto.expiration_policy
     if not res.proto.HasField("expiration_policy") or not policy.HasField("ttl"):
         return None
-    return int(policy.ttl.seconds * 1000 + policy.ttl.nanos // 1_000_000)
+    return to_ms(policy.ttl)
 
 
 def last_active_ms(res: Resource) -> int:
@@ -46,7 +46,7 @@ class ActivityRecorder:
         ttl = ttl_ms(res)
         if ttl is None or res.name in self._pending:
             return
-        now = int(time.time() * 1000)
+        now = now_ms()
         if now - last_active_ms(res) < min(3_600_000, ttl // 4):
             return
         self._pending.add(res.name)
@@ -107,7 +107,7 @@ class Janitor(kafka_consumer.FetchListener):
         while True:
             await asyncio.sleep(self._interval)
             if self.leader:
-                await self.sweep(int(time.time() * 1000))
+                await self.sweep(now_ms())
 
     async def sweep(self, now: int) -> None:
         for res in list(self._store.all("subscription")):

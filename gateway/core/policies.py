@@ -9,11 +9,12 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
-from gateway.translate import filters
+from gateway.clock import to_ms
+from gateway.translate import filters, limits
 from gateway.translate.records import Headers, Record
 
 DEFAULT_MIN_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS = 10_000, 600_000
-DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+DEFAULT_RETENTION_MS = limits.DEFAULT_RETENTION * 1000
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -23,10 +24,6 @@ class Policies:
     backoff: Callable[[int], int] | None = None
     max_attempts: int | None = None
     dead_letter_kafka_topic: str | None = None
-
-
-def _ms(duration: Any) -> int:
-    return int(duration.seconds * 1000 + duration.nanos // 1_000_000)
 
 
 def backoff_of(minimum_ms: int, maximum_ms: int) -> Callable[[int], int]:
@@ -40,13 +37,13 @@ def of(sub: Any, dead_letter_kafka_topic: str | None) -> Policies:
     rp = sub.retry_policy if sub.HasField("retry_policy") else None
     backoff = None
     if rp is not None:
-        lo = _ms(rp.minimum_backoff) if rp.HasField("minimum_backoff") else DEFAULT_MIN_BACKOFF_MS
-        hi = _ms(rp.maximum_backoff) if rp.HasField("maximum_backoff") else DEFAULT_MAX_BACKOFF_MS
+        lo = to_ms(rp.minimum_backoff) if rp.HasField("minimum_backoff") else DEFAULT_MIN_BACKOFF_MS
+        hi = to_ms(rp.maximum_backoff) if rp.HasField("maximum_backoff") else DEFAULT_MAX_BACKOFF_MS
         backoff = backoff_of(lo, hi)
     dlp = sub.dead_letter_policy if sub.HasField("dead_letter_policy") else None
     return Policies(
         filter=filters.parse(sub.filter),
-        retention_ms=_ms(sub.message_retention_duration) or DEFAULT_RETENTION_MS,
+        retention_ms=to_ms(sub.message_retention_duration) or DEFAULT_RETENTION_MS,
         backoff=backoff,
         max_attempts=(dlp.max_delivery_attempts or 5) if dlp is not None and dlp.dead_letter_topic else None,
         dead_letter_kafka_topic=dead_letter_kafka_topic if dlp is not None else None,

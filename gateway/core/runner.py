@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gateway.clock import now_ms
 from gateway.core.policies import Policies, dead_letter_headers
 from gateway.errors import PermissionDenied
 from gateway.kafka import consumer as kafka_consumer
@@ -47,10 +48,6 @@ DENIED_RETRY_SECONDS = 5.0
 
 def _wire_size(record: Record) -> int:
     return record.wire_size
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class LogWriter:

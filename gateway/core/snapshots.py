@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.clock import now_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore
@@ -81,7 +82,7 @@ class SnapshotService:
         """Every partition's ack state, folded from the whole log (every confirmed ack is there)."""
         def read(p: int) -> PartitionAcks:
             entries = kafka_consumer.read_to_end(self._config, sub.meta["log_topic"], p)
-            state, _ = fold(p, 0, ((k, v) for _, k, v in entries), int(time.time() * 1000), _no_key)
+            state, _ = fold(p, 0, ((k, v) for _, k, v in entries), now_ms(), _no_key)
             return {"w": state.watermark, "acked": [list(r) for r in state.acked]}
 
         parts = range(int(sub.meta["partitions"]))

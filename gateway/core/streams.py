@@ -15,7 +15,8 @@ import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from gateway.core.runner import SubscriptionRunner, now_ms
+from gateway.clock import now_ms
+from gateway.core.runner import SubscriptionRunner
 from gateway.errors import GatewayError, InvalidArgument, Unavailable
 from gateway.translate import limits
 from gateway.translate.records import Record
@@ -57,11 +58,6 @@ class StreamSession:
         runner.settle_listeners.add(self._settled)
 
     # -- control from the request side -----------------------------------------------------
-
-    def set_max_messages(self, n: int) -> None:
-        """Change the stream's outstanding-message limit (<= 0: no limit)."""
-        self._max_messages = n if n > 0 else 1 << 30
-        self._wake.set()
 
     def set_deadline(self, seconds: int) -> None:
         self.deadline_seconds = limits.ack_deadline(seconds, "stream_ack_deadline_seconds")

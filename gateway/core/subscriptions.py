@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from google.protobuf import duration_pb2
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.clock import now_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, Rollback
@@ -32,7 +32,6 @@ from gateway.translate import filters, limits, names
 
 log = logging.getLogger(__name__)
 DAY = 24 * 3600
-MIN_RETENTION, MAX_RETENTION, DEFAULT_RETENTION = 600, 31 * DAY, 7 * DAY
 UPDATABLE = {
     "ack_deadline_seconds", "push_config", "message_retention_duration", "retain_acked_messages",
     "labels", "expiration_policy", "dead_letter_policy", "retry_policy",
@@ -61,12 +60,12 @@ def validate(sub: Any, min_ttl_seconds: int = DAY, *, destinations: endpoints.Po
     sub.ack_deadline_seconds = limits.ack_deadline(sub.ack_deadline_seconds)
     if sub.HasField("message_retention_duration"):
         s = _seconds(sub.message_retention_duration)
-        if not MIN_RETENTION <= s <= MAX_RETENTION:
+        if not limits.MIN_RETENTION <= s <= limits.MAX_RETENTION:
             raise InvalidArgument(
                 "Invalid message_retention_duration: it must be between 10 minutes and 31 days."
             )
     else:
-        sub.message_retention_duration.seconds = DEFAULT_RETENTION
+        sub.message_retention_duration.seconds = limits.DEFAULT_RETENTION
     if sub.HasField("dead_letter_policy"):
         dlp = sub.dead_letter_policy
         if dlp.max_delivery_attempts == 0:
@@ -154,7 +153,7 @@ class SubscriptionService:
             "partitions": partitions,
             "log_topic": names.internal_topic(self._settings.internal_prefix, "acks", name, uid),
             "group_id": f"{self._settings.internal_prefix}.{name}.{uid}",
-            "created_ms": int(time.time() * 1000),
+            "created_ms": now_ms(),
         }
         res = Resource("subscription", name, sub, meta, op=uuid.uuid4().hex)
         self._store.check_size(res)

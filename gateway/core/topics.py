@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.clock import to_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, Rollback
@@ -231,17 +232,14 @@ class TopicService:
         return [records.message_id(p, o) for p, o in done]
 
 
-MIN_RETENTION_S, MAX_RETENTION_S = 600, 31 * 24 * 3600
-
-
 def _retention(topic: Any) -> dict[str, str]:
     """Kafka's retention.ms for a topic's message_retention_duration (10 minutes to 31 days)."""
     if not topic.HasField("message_retention_duration"):
         return {}
     d = topic.message_retention_duration
     seconds = d.seconds + d.nanos / 1e9
-    if not MIN_RETENTION_S <= seconds <= MAX_RETENTION_S:
+    if not limits.MIN_RETENTION <= seconds <= limits.MAX_RETENTION:
         raise InvalidArgument(
             "Invalid message_retention_duration: it must be between 10 minutes and 31 days."
         )
-    return {"retention.ms": str(int(seconds * 1000))}
+    return {"retention.ms": str(to_ms(d))}

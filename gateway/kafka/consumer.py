@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import Literal, Protocol
 
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
@@ -310,18 +310,13 @@ class GroupFetcher:
         self._consumer = confluent_kafka.Consumer(config, logger=_rdkafka_log)
         self._topic = topic
         self._listener = listener
-        # Rebound (never mutated) by the rebalance callbacks only: other threads read a snapshot.
+        # The partitions owned now: rebound by the rebalance callbacks, read on the same thread.
         self._assigned: frozenset[int] = frozenset()
         self._demand = threading.Event()
         self._commits = _PendingOffsets()
         self._seeks = _PendingOffsets()
         self._running = True
         self._thread = threading.Thread(target=self._run, name=f"fetch-{group_id}"[:60], daemon=True)
-
-    @property
-    def assigned(self) -> frozenset[int]:
-        """The partitions owned now; safe to read from any thread."""
-        return self._assigned
 
     def start(self) -> None:
         self._consumer.subscribe(
@@ -403,15 +398,13 @@ class GroupFetcher:
     def _on_lost(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
         self._revoke(consumer, tps, lost=True)
 
-    def _commit(self, offsets: Mapping[int, int], asynchronous: bool) -> None:
+    # Literal[True, False] rather than bool: confluent-kafka's stubs overload commit on each.
+    def _commit(self, offsets: Mapping[int, int], asynchronous: Literal[True, False]) -> None:
         tps = [TopicPartition(self._topic, p, o) for p, o in offsets.items() if p in self._assigned]
         if not tps:
             return
         try:
-            if asynchronous:
-                self._consumer.commit(offsets=tps, asynchronous=True)
-            else:
-                self._consumer.commit(offsets=tps, asynchronous=False)
+            self._consumer.commit(offsets=tps, asynchronous=asynchronous)
         except confluent_kafka.KafkaException as exc:
             log.info("commit of %s skipped: %s", self._topic, exc)
 

@@ -201,11 +201,6 @@ class Producer:
         fine = [p for p in range(partitions) if not self._slow(topic, p, now)]
         return random.choice(fine) if fine else first
 
-    async def send_one(
-        self, topic: str, key: bytes | None, value: bytes | None, partition: int | None = None
-    ) -> tuple[int, int]:
-        return (await self.send(topic, [(key, value, None)], partition))[0]
-
 
 class TransactionalSender:
     """Writes records to several topics atomically (a Kafka transaction), off the event loop.

@@ -47,7 +47,19 @@ class PartitionState(Generic[R]):
 
     def __init__(self, partition: int, watermark: int, epoch: int = 0,
                  key_of: Callable[[R], bytes | None] | None = None) -> None:
+        # What the partition is and how it is delivered: set here only, so that a seek, which
+        # starts the lease state over (`_start_over`), keeps them all.
         self.partition = partition
+        self.key_of = key_of
+        # Retry policy: delivery count -> delay before a nacked or expired message is redelivered.
+        self.backoff: Callable[[int], int] | None = None
+        # Dead-letter policy: after this many deliveries a failed message is handed over.
+        self.max_attempts: int | None = None
+        self._start_over(watermark, epoch)
+
+    def _start_over(self, watermark: int, epoch: int) -> None:
+        """The lease state of a partition nothing has been fetched from nor delivered of yet:
+        all of it, and nothing else (a policy belongs in `__init__`)."""
         self.epoch = epoch
         self.watermark = watermark
         self.acked = RangeSet()
@@ -59,16 +71,11 @@ class PartitionState(Generic[R]):
         self._ready: list[int] = []
         self._ready_set: set[int] = set()
         self._expiry: list[tuple[int, int, int]] = []  # (deadline_ms, offset, generation)
-        self.key_of = key_of
         self._key_leases: dict[bytes, set[int]] = {}  # ordering key -> its leased offsets
         self._deferred: dict[bytes, list[int]] = {}  # ordering key -> ready offsets held back
-        # Retry policy: delivery count -> delay before a nacked or expired message is redelivered.
-        self.backoff: Callable[[int], int] | None = None
-        self._delayed: list[tuple[int, int]] = []  # (due_ms, offset)
+        self._delayed: list[tuple[int, int]] = []  # (due_ms, offset), backed off by the retry policy
         self._waiting: set[int] = set()  # offsets in _delayed
-        # Dead-letter policy: after this many deliveries a failed message is handed over.
-        self.max_attempts: int | None = None
-        self._dead: dict[int, bool] = {}  # offset -> being forwarded now
+        self._dead: dict[int, bool] = {}  # offset -> being forwarded now (to the dead-letter topic)
         # Deliveries that ended only because an earlier message of the key failed: they do not
         # count as failures of their own toward max_attempts (kept in memory only).
         self._pulled_back: dict[int, int] = {}
@@ -294,8 +301,8 @@ class PartitionState(Generic[R]):
                 self._lease(offset, gen, deadline_ms)
 
     def _apply_checkpoint(self, cp: Checkpoint) -> None:
-        if cp.epoch > self.epoch:
-            self._reset(cp.watermark, cp.epoch)
+        if cp.epoch > self.epoch:  # a seek
+            self._start_over(cp.watermark, cp.epoch)
         if cp.watermark > self.watermark:
             self._apply_ack([(self.watermark, cp.watermark)])
         self._apply_ack(cp.acked)
@@ -312,11 +319,6 @@ class PartitionState(Generic[R]):
                     self._lease(offset, gen, deadline)
 
     # -- internals -------------------------------------------------------------------------
-
-    def _reset(self, watermark: int, epoch: int) -> None:
-        backoff, max_attempts = self.backoff, self.max_attempts
-        self.__init__(self.partition, watermark, epoch, self.key_of)  # type: ignore[misc]
-        self.backoff, self.max_attempts = backoff, max_attempts
 
     def _key(self, offset: int) -> bytes | None:
         if self.key_of is None:

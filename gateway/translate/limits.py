@@ -9,6 +9,7 @@ import dataclasses
 import unicodedata
 from collections.abc import Mapping, Sequence
 
+from gateway.clock import SecondsNanos, to_ms
 from gateway.errors import InvalidArgument, ResourceExhausted
 
 MAX_MESSAGES_PER_PUBLISH = 1000
@@ -23,6 +24,9 @@ ECHO_CHARS = 64  # of a refused value quoted in an error (a whole one may not fi
 MIN_ACK_DEADLINE = 10
 MAX_ACK_DEADLINE = 600
 DEFAULT_ACK_DEADLINE = 10
+# A topic's or subscription's message_retention_duration, in seconds: 10 minutes to 31 days.
+MIN_RETENTION, MAX_RETENTION = 600, 31 * 24 * 3600
+DEFAULT_RETENTION = 7 * 24 * 3600  # a subscription's, when it sets none
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -115,18 +119,19 @@ def max_messages(n: int) -> int:
 TIMESTAMP_MIN_SECONDS, TIMESTAMP_MAX_SECONDS = -62_135_596_800, 253_402_300_799
 
 
-def seek_time_ms(seconds: int, nanos: int, field: str = "time") -> int:
+def seek_time_ms(when: SecondsNanos, field: str = "time") -> int:
     """A Seek's time in milliseconds since the epoch, for Kafka's offset-for-time lookup.
 
     Out-of-range Timestamps are refused. A time before 1970 seeks to the oldest retained
     message, like any time before it: Kafka reads negative timestamps as its special
     "latest" (-1) and "earliest" (-2) markers, so they are never passed on."""
+    seconds, nanos = when.seconds, when.nanos
     if not TIMESTAMP_MIN_SECONDS <= seconds <= TIMESTAMP_MAX_SECONDS or not 0 <= nanos <= 999_999_999:
         raise InvalidArgument(
             f"Invalid {field}: a Timestamp must lie between 0001-01-01 and 9999-12-31 with nanos "
             f"in 0..999999999 (got seconds={seconds}, nanos={nanos})."
         )
-    return max(0, seconds * 1000 + nanos // 1_000_000)
+    return max(0, to_ms(when))
 
 
 def echo(text: str) -> str:

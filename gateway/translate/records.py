@@ -14,7 +14,8 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-MAX_ORDERING_KEY_BYTES = 1024
+from gateway.translate.limits import MAX_ORDERING_KEY_BYTES
+
 _PARTITION_SHIFT = 40  # offsets below 2**40 (a trillion) per partition
 KEY_ATTRIBUTE = "kafka-key-base64"
 # A ReceivedMessage beyond its data, key and attributes: an ack id (~100 bytes), the message id,

@@ -1,4 +1,5 @@
-"""The gRPC wire: Publisher, Subscriber (and SchemaService, unimplemented) servicers.
+"""The gRPC wire: the Publisher and Subscriber servicers. SchemaService is not served: gRPC
+answers its calls UNIMPLEMENTED, as for any service not registered.
 
 Handlers only translate between protos and core calls; core errors become gRPC statuses in
 `_guard`, the one place that does so.
@@ -357,7 +358,7 @@ class Subscriber(pb_grpc.SubscriberServicer):
         if request.snapshot:
             await self._snapshots.seek_to_snapshot(request.subscription, request.snapshot)
         else:
-            when = limits.seek_time_ms(request.time.seconds, request.time.nanos)
+            when = limits.seek_time_ms(request.time)
             await self._snapshots.seek_to_time(request.subscription, when)
         return pb.SeekResponse()
 

@@ -29,11 +29,11 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.errors import Code
 from gateway.wire import openapi, rest_json, rest_routes
 from gateway.wire.http_guard import ConnectionGuard
+from gateway.wire.peers import DETAILS_KEY
 
 log = logging.getLogger(__name__)
 OPENAPI_PATH = "/v1/openapi.json"
 SERVICES = ("Publisher", "Subscriber")
-_DETAILS_KEY = "grpc-status-details-bin"
 
 Call = Callable[[Any, Any], Any]
 
@@ -70,7 +70,7 @@ class Aborted(Exception):
 def _details(metadata: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
     """The google.rpc.Status details a servicer attached (e.g. exactly-once ErrorInfo), as JSON."""
     for key, value in metadata:
-        if key == _DETAILS_KEY and isinstance(value, bytes):
+        if key == DETAILS_KEY and isinstance(value, bytes):
             status = status_pb2.Status.FromString(value)
             try:
                 return [json_format.MessageToDict(d) for d in status.details]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from gateway.errors import Code, InvalidArgument
 from gateway.translate import limits
@@ -188,13 +189,13 @@ def test_max_messages_invalid(n: int) -> None:
 
 
 def test_seek_times_before_1970_mean_the_oldest_message() -> None:
-    assert limits.seek_time_ms(-1, 999_000_000) == 0  # Kafka's -1 is "latest": never passed on
-    assert limits.seek_time_ms(-62_135_596_800, 0) == 0
-    assert limits.seek_time_ms(1, 5_000_000) == 1005
+    assert limits.seek_time_ms(Timestamp(seconds=-1, nanos=999_000_000)) == 0  # Kafka's -1 is "latest": never passed on
+    assert limits.seek_time_ms(Timestamp(seconds=-62_135_596_800)) == 0
+    assert limits.seek_time_ms(Timestamp(seconds=1, nanos=5_000_000)) == 1005
 
 
 @pytest.mark.parametrize(("seconds", "nanos"), [(2**62, 0), (0, -1), (0, 10**9), (-62_135_596_801, 0),
                                                 (253_402_300_800, 0)])
 def test_seek_times_outside_a_timestamp_are_invalid(seconds: int, nanos: int) -> None:
     with pytest.raises(InvalidArgument, match="Timestamp"):
-        limits.seek_time_ms(seconds, nanos)
+        limits.seek_time_ms(Timestamp(seconds=seconds, nanos=nanos))

@@ -287,6 +287,35 @@ def test_checkpoint_of_newer_epoch_resets() -> None:
     assert s.take(5, 0, 1000) == [(2, 1, "r2"), (3, 1, "r3"), (4, 1, "r4")]
 
 
+def _lease_state_attributes() -> set[str]:
+    """The attributes a seek starts over: those `_start_over` sets."""
+    s: PartitionState[str] = PartitionState(P, 0)
+    marks = {name: object() for name in vars(s)}
+    for name, mark in marks.items():
+        setattr(s, name, mark)
+    s._start_over(0, 0)
+    return {name for name, mark in marks.items() if getattr(s, name) is not mark}
+
+
+def test_a_seek_keeps_everything_but_the_lease_state() -> None:
+    """Every attribute construction sets besides the lease state (the partition, the ordering
+    key, the retry and dead-letter policies, and any policy added later) survives a checkpoint
+    of a newer epoch unchanged; the lease state becomes that of a fresh partition."""
+    lease_state = _lease_state_attributes()
+    s = _busy_state()
+    kept = {name: object() for name in vars(s) if name not in lease_state}
+    assert {"partition", "key_of", "backoff", "max_attempts"} <= kept.keys()
+    for name, mark in kept.items():
+        setattr(s, name, mark)
+    s.apply(Checkpoint(P, 7, (), (), (), epoch=1), 0)
+    assert {name: getattr(s, name) for name in kept} == kept
+    started_over: PartitionState[str] = PartitionState(P, 7, epoch=1)
+    compared = lease_state - {"dirty"}  # every command marks the state changed
+    assert {name: getattr(s, name) for name in compared} == {
+        name: getattr(started_over, name) for name in compared
+    }
+
+
 def test_large_ack_range() -> None:
     s = fresh([0, 10**9])
     s.take(2, 0, 100)
