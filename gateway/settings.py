@@ -7,7 +7,6 @@ over the variable.
 """
 
 # setting() returns a dataclasses.Field, as field() does: not a value shared by every instance.
-# ruff: noqa: RUF009
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar, get_type_hints
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
-from gateway.push import endpoints
+from gateway.translate import endpoints
 from gateway.translate.records import MAX_GRPC_MESSAGE
 
 ENV_PREFIX = "PUBSUB_GATEWAY_"

@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from gateway.clock import now_ms
 from gateway.core import exactly_once, peers, policies
@@ -24,7 +24,7 @@ from gateway.core.exactly_once import Ref, commands
 from gateway.core.expiration import ActivityRecorder
 from gateway.core.policies import Policies
 from gateway.core.resources import Resource, ResourceStore
-from gateway.core.runner import LogWriter, SubscriptionRunner
+from gateway.core.runner import Delivery, LogWriter, SubscriptionRunner
 from gateway.core.streams import StreamSession
 from gateway.core.subscriptions import log_topic_spec
 from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, NotFound
@@ -51,12 +51,6 @@ def _require_source(res: Resource) -> None:
         raise FailedPrecondition(f"Subscription is detached (resource={res.name})")
     if res.meta.get("topic_deleted"):
         raise FailedPrecondition(f"The topic of this subscription was deleted (resource={res.name})")
-
-
-class Delivery(NamedTuple):  # a tuple: one per delivered message
-    ack_id: str
-    record: Record
-    attempt: int  # delivery_attempt as the API reports it: 0 without a dead-letter policy
 
 
 class DeliveryService:
@@ -239,12 +233,7 @@ class DeliveryService:
         self, res: Resource, runner: SubscriptionRunner, taken: list[tuple[int, int, int, Record]],
         lease_until: int,
     ) -> list[Delivery]:
-        """Make the leases durable, then name each delivery by its ack id (of those whose lease
-        is: see SubscriptionRunner.record_leases)."""
-        taken = await runner.record_leases(taken, lease_until)
-        tag = ackids.subscription_tag(res.name, res.meta["uid"])
-        counted = res.proto.HasField("dead_letter_policy")
-        return [Delivery(ackids.encode(tag, p, o, g), r, g if counted else 0) for p, o, g, r in taken]
+        return await runner.deliver(res, taken, lease_until)
 
     # -- Acknowledge / ModifyAckDeadline ------------------------------------------------------
 

@@ -17,7 +17,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gateway.clock import now_ms
 from gateway.core.policies import Policies, dead_letter_headers
@@ -29,7 +29,11 @@ from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
 from gateway.leases.fold import fold
 from gateway.leases.ranges import to_ranges
 from gateway.leases.state import Budget, PartitionState
+from gateway.translate import ackids
 from gateway.translate.records import Record, to_message
+
+if TYPE_CHECKING:
+    from gateway.core.resources import Resource
 
 log = logging.getLogger(__name__)
 # Unleased records held ready per subscription in this process: fetching pauses above the high
@@ -48,6 +52,12 @@ DENIED_RETRY_SECONDS = 5.0
 
 def _wire_size(record: Record) -> int:
     return record.wire_size
+
+
+class Delivery(NamedTuple):  # a tuple: one per delivered message
+    ack_id: str
+    record: Record
+    attempt: int  # delivery_attempt as the API reports it: 0 without a dead-letter policy
 
 
 class LogWriter:
@@ -418,6 +428,26 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     def _epoch(self, p: int) -> int:
         state = self.states.get(p)
         return state.epoch if state is not None else 0
+
+    async def deliver(self, res: Resource, taken: list[tuple[int, int, int, Record]],
+                      lease_until: int) -> list[Delivery]:
+        """Make the leases durable, then name each delivery by its ack id (of those whose lease
+        is: see record_leases)."""
+        taken = await self.record_leases(taken, lease_until)
+        tag = ackids.subscription_tag(res.name, res.meta["uid"])
+        counted = res.proto.HasField("dead_letter_policy")
+        return [Delivery(ackids.encode(tag, p, o, g), r, g if counted else 0) for p, o, g, r in taken]
+
+    def leased(self, p: int, offset: int) -> bool:
+        """Whether a message of a partition this process owns is leased now."""
+        state = self.states.get(p)
+        return state is not None and state.lease_of(offset) is not None
+
+    def give_back(self, p: int, taken: list[tuple[int, int]]) -> None:
+        """Release leases taken but not handed out ((offset, generation) of partition p)."""
+        state = self.states.get(p)
+        if state is not None:
+            state.release(taken)
 
     def next_expiry_ms(self) -> int | None:
         times = [t for s in self.states.values() if (t := s.next_expiry()) is not None]

@@ -13,21 +13,28 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.clock import now_ms
-from gateway.core.runner import SubscriptionRunner
+from gateway.core.runner import Delivery, SubscriptionRunner
 from gateway.errors import GatewayError, InvalidArgument, Unavailable
 from gateway.translate import limits
 from gateway.translate.records import Record
 
 if TYPE_CHECKING:
-    from gateway.core.delivery import Delivery, DeliveryService
     from gateway.core.resources import Resource
 
 HEARTBEAT_SECONDS = 1.0  # how often an idle stream checks for pings to answer
 CHUNK = 100
 Confirmation = tuple[str, list[str], dict[str, str]]  # ("ack" | "modack", ids, failures by id)
+
+
+class StreamHost(Protocol):
+    """What a session needs of the service that opened it (DeliveryService)."""
+
+    def response_budget(self, confirmations: int = 0) -> int: ...
+
+    def forget_stream(self, session: StreamSession) -> None: ...
 
 
 @dataclasses.dataclass(slots=True)
@@ -38,7 +45,7 @@ class StreamOutput:
 
 class StreamSession:
     def __init__(
-        self, service: DeliveryService, res: Resource, runner: SubscriptionRunner,
+        self, service: StreamHost, res: Resource, runner: SubscriptionRunner,
         deadline_seconds: int, max_messages: int, max_bytes: int, max_age: float,
     ) -> None:
         self._service = service
@@ -105,10 +112,9 @@ class StreamSession:
 
     def _prune(self) -> None:
         """Forget deliveries that ended without a word to us (expired, acked elsewhere)."""
-        states = self._runner.states
+        runner = self._runner
         for key in list(self._outstanding):
-            state = states.get(key[0])
-            if state is None or state.lease_of(key[1]) is None:
+            if not runner.leased(*key):
                 self._bytes -= self._outstanding.pop(key)
 
     def _output(self, deliveries: list[Delivery]) -> StreamOutput:
@@ -145,7 +151,7 @@ class StreamSession:
                     used += size
                 self._bytes = used
             if taken:
-                got = await self._service.deliver(self.res, runner, taken, until)
+                got = await runner.deliver(self.res, taken, until)
                 if len(got) < len(taken):  # some leases were not written: not outstanding here
                     self._forget_undelivered(taken, got)
                 yield self._output(got)
@@ -165,9 +171,7 @@ class StreamSession:
 
     def _give_back(self, extra: list[tuple[int, int, int, Record]]) -> None:
         for p, o, g, _ in extra:
-            state = self._runner.states.get(p)
-            if state is not None:
-                state.release([(o, g)])
+            self._runner.give_back(p, [(o, g)])
 
     async def _wait(self, for_messages: bool) -> None:
         runner = self._runner

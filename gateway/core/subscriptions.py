@@ -26,9 +26,8 @@ from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
 from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
-from gateway.push import endpoints
 from gateway.settings import Settings
-from gateway.translate import filters, limits, names
+from gateway.translate import endpoints, filters, limits, names
 
 log = logging.getLogger(__name__)
 DAY = 24 * 3600

@@ -25,15 +25,17 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from gateway.errors import GatewayError
-from gateway.push import body, endpoints, sender
+from gateway.push import body, sender
 from gateway.push.auth import TokenSigner
 from gateway.push.settle import Settler
 from gateway.push.window import PushBackoff, PushWindow
+from gateway.translate import endpoints
 from gateway.translate.records import to_message
 
 if TYPE_CHECKING:
-    from gateway.core.delivery import Delivery, DeliveryService
+    from gateway.core.delivery import DeliveryService
     from gateway.core.resources import Resource
+    from gateway.core.runner import Delivery
     from gateway.core.streams import StreamOutput, StreamSession
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from gateway.push import endpoints, jwks, sender
+from gateway.push import jwks, sender
 from gateway.push.auth import TokenSigner
 from gateway.push.dispatcher import Dispatcher
 from gateway.push.keystore import KeyStore
+from gateway.translate import endpoints
 
 if TYPE_CHECKING:
     from gateway.core.delivery import DeliveryService

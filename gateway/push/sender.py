@@ -36,8 +36,8 @@ import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from gateway.push import endpoints
 from gateway.push.body import SUCCESS_STATUSES, PushRequest
+from gateway.translate import endpoints
 
 USER_AGENT = "pubsub-kafka-gateway-push"
 KEEP_BODY = 64 * 1024  # a response body is read (so the connection is kept) up to this size

@@ -22,7 +22,8 @@ from gateway._pb import _pool
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
 from gateway.core import exactly_once
-from gateway.core.delivery import Delivery, DeliveryService
+from gateway.core.delivery import DeliveryService
+from gateway.core.runner import Delivery
 from gateway.core.snapshots import SnapshotService, check_seek_target
 from gateway.core.streams import Confirmation, StreamSession, check_modacks
 from gateway.core.subscriptions import SubscriptionService

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
-from gateway.core.delivery import Delivery
+from gateway.core.runner import Delivery
 from gateway.errors import AckIdsFailed, AlreadyExists, InvalidArgument, NotFound
 from gateway.translate.limits import OutgoingMessage
 from gateway.translate.records import message_id

@@ -1,4 +1,4 @@
-"""The push destination policy and URL masking (gateway.push.endpoints): pure, no sockets.
+"""The push destination policy and URL masking (gateway.translate.endpoints): pure, no sockets.
 
 Tables of addresses in the spellings a URL parser, aiohttp or the C library's resolver accept,
 judged under both policies; the IPv4 reader against the C library's own inet_aton.
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.push import endpoints
+from gateway.translate import endpoints
 
 NEVER, PUBLIC_ONLY, ALLOWED = "never", "public refuses", "allowed"
 
