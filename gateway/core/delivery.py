@@ -2,16 +2,16 @@
 
 Pulls are served by this process's runner of the subscription (started on first use, stopped
 after a while unused). An ack or deadline change counts only for a message currently leased
-under that ack id, and only the owner of its partition knows the leases: this process judges
-the ids of partitions it owns, writes the valid ones to the lease/ack log and applies them at
-once; ids of partitions another process owns are forwarded to that process.
+under that ack id, and only the owner of its partition knows the leases: the ack path
+(gateway/core/acks.py) judges the ids of partitions this process owns, writes the valid ones to
+the lease/ack log and applies them at once; ids of partitions another process owns are
+forwarded to that process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import uuid
@@ -19,31 +19,25 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.clock import now_ms
-from gateway.core import exactly_once, peers, policies
-from gateway.core.exactly_once import Ref, commands
+from gateway.core import peers, policies
+from gateway.core.acks import AckPath, LogWriter
 from gateway.core.expiration import ActivityRecorder
 from gateway.core.policies import Policies
 from gateway.core.resources import Resource, ResourceStore
-from gateway.core.runner import Delivery, LogWriter, SubscriptionRunner
+from gateway.core.runner import Delivery, SubscriptionRunner
 from gateway.core.streams import StreamSession
 from gateway.core.subscriptions import log_topic_spec
-from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, NotFound
+from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
-from gateway.leases.commands import Command
 from gateway.settings import Settings
-from gateway.translate import ackids, limits, names
+from gateway.translate import limits, names
 from gateway.translate.records import RESPONSE_FRAMING_BYTES, Record
 
 log = logging.getLogger(__name__)
 # How long a runner's first pull waits for the group to assign partitions, before its own wait
 # for messages: a new group's initial rebalance delay (3 s by default) plus a join.
 JOIN_WAIT_SECONDS = 30.0
-# How long an ack or deadline change waits for its lease-log write before it answers: a write
-# waits for as long as its log partition has no leader (a dead broker led it, until the
-# controller notices: 9 s by default), and the official clients block their stream or their
-# ack thread on these calls. What is still being written then is answered as _settle says.
-SETTLE_PATIENCE_SECONDS = 1.0
 
 
 def _require_source(res: Resource) -> None:
@@ -66,14 +60,14 @@ class DeliveryService:
         self._janitor: asyncio.Task[None] | None = None
         self._streams: set[StreamSession] = set()
         self._admin = admin
-        self._peers: peers.Peers | None = None
         self.address = ""  # where peers reach this process (set once the server listens)
         self._activity = ActivityRecorder(store)
+        self._acks = AckPath(self._runners.get, self._writer, admin, self._runner)
         store.subscribe(self._on_resource_change)
 
     def connect_peers(self, address: str, transport: peers.Peers) -> None:
         self.address = address
-        self._peers = transport
+        self._acks.connect_peers(address, transport)
 
     async def start(self) -> None:
         self._janitor = asyncio.create_task(self._stop_idle_runners(), name="idle runners")
@@ -82,7 +76,8 @@ class DeliveryService:
         self.close_streams()
         if self._janitor is not None:
             self._janitor.cancel()
-        runners, self._runners = list(self._runners.values()), {}
+        runners = list(self._runners.values())
+        self._runners.clear()  # (the ack path looks runners up in this dict)
         await asyncio.gather(*(r.stop() for r in runners), return_exceptions=True)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -237,151 +232,21 @@ class DeliveryService:
 
     # -- Acknowledge / ModifyAckDeadline ------------------------------------------------------
 
-    def _parse(self, res: Resource, ack_ids: Sequence[str]) -> dict[int, list[Ref]]:
-        """Validate every ack id before anything is written; ids of another subscription skip."""
-        if not ack_ids:
-            raise InvalidArgument("No ack IDs given (ack_ids).")
-        tag = ackids.subscription_tag(res.name, res.meta["uid"])
-        partitions = int(res.meta["partitions"])
-        out: dict[int, list[Ref]] = {}
-        for ack_id in ack_ids:
-            try:
-                ref = ackids.decode(ack_id)
-            except ackids.MalformedAckId:
-                raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} (ack_ids).") from None
-            if ref.tag != tag:
-                continue
-            if not 0 <= ref.partition < partitions:
-                raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} names no partition of "
-                                      f"{res.name} (ack_ids).")
-            out.setdefault(ref.partition, []).append((ack_id, ref))
-        return out
-
-    async def _write(
-        self, res: Resource, cmds: dict[int, Command], settles: bool, early: bool
-    ) -> tuple[set[int], dict[int, BaseException]]:
-        """Write each partition's command and apply it here once durable. Returns the
-        partitions whose write is still under way after SETTLE_PATIENCE_SECONDS and those
-        whose write failed. A late write is applied here when it ends, or, if `early`, at once
-        (and when it ends only its key is folded: applying an older deadline change again
-        could undo a newer one)."""
-        writer = self._writer(res)
-        writes = {p: asyncio.ensure_future(writer.write(p, [c])) for p, c in cmds.items()}
-        if not writes:
-            return set(), {}
-        await asyncio.wait(writes.values(), timeout=SETTLE_PATIENCE_SECONDS)
-        late: set[int] = set()
-        failed: dict[int, BaseException] = {}
-        runner = self._runners.get(res.name)
-        for p, write in writes.items():
-            if not write.done():
-                late.add(p)
-                if early and runner is not None:
-                    runner.apply_local(p, cmds[p], None, settles)
-                write.add_done_callback(functools.partial(
-                    self._written_late, res.name, p, None if early else cmds[p], settles))
-            elif (error := write.exception()) is not None:
-                failed[p] = error
-            elif runner is not None:
-                runner.apply_local(p, cmds[p], write.result()[0][0], settles)
-        if settles and runner is not None:
-            runner.ready.set()
-        return late, failed
-
-    def _written_late(self, name: str, p: int, cmd: Command | None, settles: bool,
-                      write: asyncio.Future[list[tuple[bytes, int]]]) -> None:
-        """A write answered before it ended has ended: apply `cmd`, or if it was applied
-        early (None), fold its key like that of any command applied here."""
-        runner = self._runners.get(name)
-        if runner is None or write.cancelled():
-            return
-        if write.exception() is not None:
-            log.info("%s: a late lease-log write of partition %d failed: %s", name, p, write.exception())
-            return
-        key = write.result()[0][0]
-        if cmd is None:
-            runner.fold(p, key)
-            return
-        runner.apply_local(p, cmd, key, settles)
-        if settles:
-            runner.ready.set()
-
     async def acknowledge(self, subscription: str, ack_ids: Sequence[str], forwarded: bool = False) -> None:
         await self._settle(subscription, ack_ids, None, forwarded)
+
+    async def _settle(
+        self, subscription: str, ack_ids: Sequence[str], seconds: int | None, forwarded: bool
+    ) -> None:
+        res = self._subscription(subscription)
+        self._activity.touch(res)
+        await self._acks.settle(res, ack_ids, seconds, forwarded)
 
     async def modify_ack_deadline(
         self, subscription: str, ack_ids: Sequence[str], seconds: int, forwarded: bool = False
     ) -> None:
         limits.modify_deadline(seconds)
         await self._settle(subscription, ack_ids, seconds, forwarded)
-
-    async def _settle(
-        self, subscription: str, ack_ids: Sequence[str], seconds: int | None, forwarded: bool
-    ) -> None:
-        """Ack (seconds None) or set deadlines. With exactly-once delivery, only current leases
-        count: the others are reported per id, and ids of partitions another process owns are
-        judged by that process.
-
-        A write still under way after SETTLE_PATIENCE_SECONDS (its log partition lost its
-        leader) goes on in the background. Its deadline change, or its ack without exactly-once,
-        takes effect in this process at once and is answered OK: it is in the next checkpoint,
-        and if this process dies first the message is only delivered again, as at-least-once
-        allows. An exactly-once ack is answered OK only once durable: until then its ids are
-        reported as transient failures, which the client retries."""
-        res = self._subscription(subscription)
-        refs = self._parse(res, ack_ids)
-        self._activity.touch(res)
-        epoch = int(res.meta.get("epoch", 0))
-        settles = seconds in (None, 0)
-        runner = self._runners.get(res.name)
-        local, remote = exactly_once.split(runner, refs)
-        strict = res.proto.enable_exactly_once_delivery
-        valid, failures = exactly_once.judge(runner, local, seconds, now_ms(), hold=strict)
-        if not strict:
-            # Ids of no current lease change nothing and are not reported (ack ids can be made
-            # up: only the owner's leases say which are real). The owner judges the others.
-            _, failed = await self._write(res, commands(valid, seconds, epoch), settles, early=True)
-            if failed:
-                raise next(iter(failed.values()))
-            if remote:
-                await self._forward(res, remote, seconds, forwarded)
-            return
-        late, failed = await self._write(res, commands(valid, seconds, epoch), settles,
-                                         early=seconds is not None)
-        for p in (late if seconds is None else set()) | failed.keys():
-            failures |= dict.fromkeys((i for i, _ in valid[p]), exactly_once.NOT_WRITTEN)
-        if remote:
-            failures |= await self._forward(res, remote, seconds, forwarded)
-        if failures:
-            raise exactly_once.failed(ack_ids, failures)
-
-    async def _forward(
-        self, res: Resource, remote: dict[int, list[Ref]], seconds: int | None, forwarded: bool
-    ) -> dict[str, str]:
-        ids = {p: [i for i, _ in rs] for p, rs in remote.items()}
-        if forwarded or self._peers is None:
-            return {i: exactly_once.NOT_OWNER for group in ids.values() for i in group}
-        try:
-            owners = await self._admin.group_owners(res.meta["group_id"])
-        except GatewayError:
-            owners = {}
-        by_address: dict[str, list[str]] = {}
-        failures: dict[str, str] = {}
-        for p, group in ids.items():
-            address = peers.address_of(owners.get(p, ""))
-            if address is None or address == self.address:
-                failures |= dict.fromkeys(group, exactly_once.NOT_OWNER)
-                if not owners:  # nobody serves the subscription: take it on, the retry will land
-                    asyncio.get_running_loop().create_task(self._runner(res))
-            else:
-                by_address.setdefault(address, []).extend(group)
-        for address, group in by_address.items():
-            try:
-                failures |= await self._peers.settle(address, res.name, group, seconds)
-            except Exception as exc:  # noqa: BLE001 - the owner is unreachable: retry later
-                log.info("forwarding %d ack ids to %s failed: %s", len(group), address, exc)
-                failures |= dict.fromkeys(group, exactly_once.UNREACHABLE)
-        return failures
 
     # -- StreamingPull ---------------------------------------------------------------------
 

@@ -12,64 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.clock import now_ms
-from gateway.core.runner import SubscriptionRunner
 from gateway.errors import AckIdsFailed
-from gateway.leases.commands import Ack, Command, SetDeadline
-from gateway.leases.ranges import to_ranges
-from gateway.translate.ackids import AckRef
 
-Ref = tuple[str, AckRef]  # the ack id as the client sent it, and what it names
 INVALID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 NOT_OWNER = "TRANSIENT_FAILURE_PARTITION_MOVING"
 UNREACHABLE = "TRANSIENT_FAILURE_OWNER_UNREACHABLE"
 SUCCEEDED_IN_FAILED_CALL = "TRANSIENT_FAILURE_RETRY_ALONE"
 NOT_WRITTEN = "TRANSIENT_FAILURE_LOG_UNAVAILABLE"  # the ack is not durable yet
 HOLD_MS = 10_000  # a valid lease does not expire while its ack is being written
-
-
-def commands(refs: dict[int, list[Ref]], seconds: int | None, epoch: int) -> dict[int, Command]:
-    """The log commands for acks (seconds None) or deadline changes of the given ids."""
-    if seconds is None:
-        return {p: Ack(p, tuple(to_ranges(r.offset for _, r in rs)), epoch) for p, rs in refs.items() if rs}
-    deadline = now_ms() + seconds * 1000
-    return {
-        p: SetDeadline(p, tuple((r.offset, r.generation) for _, r in rs), deadline, epoch)
-        for p, rs in refs.items() if rs
-    }
-
-
-def split(runner: SubscriptionRunner | None, refs: dict[int, list[Ref]]) -> tuple[
-    dict[int, list[Ref]], dict[int, list[Ref]]
-]:
-    """(ids of partitions this process owns, ids of the others)."""
-    owned = runner.states if runner is not None else {}
-    local = {p: rs for p, rs in refs.items() if p in owned}
-    remote = {p: rs for p, rs in refs.items() if p not in owned}
-    return local, remote
-
-
-def judge(runner: SubscriptionRunner | None, local: dict[int, list[Ref]], seconds: int | None,
-          now: int, hold: bool = True) -> tuple[dict[int, list[Ref]], dict[str, str]]:
-    """Split owned ids into valid ones and failures by id. With `hold`, a valid lease does not
-    expire while its command is written (exactly-once: an ack confirmed must not find its
-    message redelivered); without, an ack written as the lease runs out still acks."""
-    valid: dict[int, list[Ref]] = {}
-    failures: dict[str, str] = {}
-    if runner is None:
-        return valid, failures
-    for p, rs in local.items():
-        state = runner.states[p]
-        for ack_id, ref in rs:
-            if seconds is None and state.is_acked(ref.offset):
-                continue  # acked already: acking again succeeds
-            if state.lease_valid(ref.offset, ref.generation, now):
-                if hold:
-                    state.hold(ref.offset, ref.generation, now + HOLD_MS)
-                valid.setdefault(p, []).append((ack_id, ref))
-            else:
-                failures[ack_id] = INVALID
-    return valid, failures
 
 
 # The reasons travel in a gRPC trailer (ErrorInfo in grpc-status-details-bin, base64 on the

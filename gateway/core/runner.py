@@ -13,13 +13,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import itertools
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gateway.clock import now_ms
+from gateway.core.acks import LogWriter
 from gateway.core.policies import Policies, dead_letter_headers
 from gateway.errors import PermissionDenied
 from gateway.kafka import consumer as kafka_consumer
@@ -58,26 +58,6 @@ class Delivery(NamedTuple):  # a tuple: one per delivered message
     ack_id: str
     record: Record
     attempt: int  # delivery_attempt as the API reports it: 0 without a dead-letter policy
-
-
-class LogWriter:
-    """Writes commands to a subscription's lease/ack log, with keys unique to this process."""
-
-    def __init__(self, producer: Producer, log_topic: str, writer_id: str) -> None:
-        self._producer = producer
-        self.topic = log_topic
-        self._writer = writer_id
-        self._seq = itertools.count()
-
-    def key(self, partition: int) -> bytes:
-        return logformat.command_key(partition, self._writer, next(self._seq))
-
-    async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
-        """Write commands durably; returns (key, log offset) of each."""
-        keys = [self.key(partition) for _ in cmds]
-        records = [(k, logformat.encode(c), None) for k, c in zip(keys, cmds, strict=True)]
-        done = await self._producer.send(self.topic, records, partition=partition)
-        return [(k, off) for k, (_, off) in zip(keys, done, strict=True)]
 
 
 class SubscriptionRunner(kafka_consumer.FetchListener):
@@ -437,6 +417,20 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         tag = ackids.subscription_tag(res.name, res.meta["uid"])
         counted = res.proto.HasField("dead_letter_policy")
         return [Delivery(ackids.encode(tag, p, o, g), r, g if counted else 0) for p, o, g, r in taken]
+
+    # -- the leases, as the ack path judges them (gateway/core/acks.py) --------------------
+
+    def owns(self, p: int) -> bool:
+        return p in self.states
+
+    def is_acked(self, p: int, offset: int) -> bool:
+        return self.states[p].is_acked(offset)
+
+    def lease_valid(self, p: int, offset: int, generation: int, now_ms: int) -> bool:
+        return self.states[p].lease_valid(offset, generation, now_ms)
+
+    def hold(self, p: int, offset: int, generation: int, until_ms: int) -> None:
+        self.states[p].hold(offset, generation, until_ms)
 
     def leased(self, p: int, offset: int) -> bool:
         """Whether a message of a partition this process owns is leased now."""

@@ -1,0 +1,276 @@
+"""The lease/ack write path: every Acknowledge and ModifyAckDeadline, on any subscription.
+
+An ack or deadline change counts only for a message leased now under that ack id, and only the
+owner of its partition knows the leases (the runner: `LeaseOwner`). `AckPath.settle` parses the
+ids, has the owner judge those of its partitions (with exactly-once, per id), writes one command
+per partition to the lease/ack log with this process's `LogWriter`, applies each to the owner
+once durable, and forwards the ids of partitions another process owns to that process.
+Deliveries write their leases through the same `LogWriter` (SubscriptionRunner.record_leases).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
+
+from gateway.clock import now_ms
+from gateway.core import exactly_once, peers
+from gateway.core.resources import Resource
+from gateway.errors import GatewayError, InvalidArgument
+from gateway.kafka.admin import Admin
+from gateway.kafka.producer import Producer
+from gateway.leases import logformat
+from gateway.leases.commands import Ack, Command, SetDeadline
+from gateway.leases.ranges import to_ranges
+from gateway.translate import ackids
+from gateway.translate.ackids import AckRef
+
+log = logging.getLogger(__name__)
+Ref = tuple[str, AckRef]  # the ack id as the client sent it, and what it names
+HOLD_MS = exactly_once.HOLD_MS
+# How long an ack or deadline change waits for its lease-log write before it answers: a write
+# waits for as long as its log partition has no leader (a dead broker led it, until the
+# controller notices: 9 s by default), and the official clients block their stream or their
+# ack thread on these calls. What is still being written then is answered as settle() says.
+SETTLE_PATIENCE_SECONDS = 1.0
+
+
+class LogWriter:
+    """Writes commands to a subscription's lease/ack log, with keys unique to this process."""
+
+    def __init__(self, producer: Producer, log_topic: str, writer_id: str) -> None:
+        self._producer = producer
+        self.topic = log_topic
+        self._writer = writer_id
+        self._seq = itertools.count()
+
+    def key(self, partition: int) -> bytes:
+        return logformat.command_key(partition, self._writer, next(self._seq))
+
+    async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
+        """Write commands durably; returns (key, log offset) of each."""
+        keys = [self.key(partition) for _ in cmds]
+        records = [(k, logformat.encode(c), None) for k, c in zip(keys, cmds, strict=True)]
+        done = await self._producer.send(self.topic, records, partition=partition)
+        return [(k, off) for k, (_, off) in zip(keys, done, strict=True)]
+
+
+class LeaseOwner(Protocol):
+    """The leases of the partitions this process owns (SubscriptionRunner)."""
+
+    ready: asyncio.Event
+
+    def owns(self, p: int) -> bool: ...
+
+    def is_acked(self, p: int, offset: int) -> bool: ...
+
+    def lease_valid(self, p: int, offset: int, generation: int, now_ms: int) -> bool: ...
+
+    def hold(self, p: int, offset: int, generation: int, until_ms: int) -> None: ...
+
+    def apply_local(self, p: int, cmd: Command, key: bytes | None, settles: bool = False) -> None: ...
+
+    def fold(self, p: int, key: bytes) -> None: ...
+
+
+def parse(res: Resource, ack_ids: Sequence[str]) -> dict[int, list[Ref]]:
+    """Validate every ack id before anything is written; ids of another subscription skip."""
+    if not ack_ids:
+        raise InvalidArgument("No ack IDs given (ack_ids).")
+    tag = ackids.subscription_tag(res.name, res.meta["uid"])
+    partitions = int(res.meta["partitions"])
+    out: dict[int, list[Ref]] = {}
+    for ack_id in ack_ids:
+        try:
+            ref = ackids.decode(ack_id)
+        except ackids.MalformedAckId:
+            raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} (ack_ids).") from None
+        if ref.tag != tag:
+            continue
+        if not 0 <= ref.partition < partitions:
+            raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} names no partition of "
+                                  f"{res.name} (ack_ids).")
+        out.setdefault(ref.partition, []).append((ack_id, ref))
+    return out
+
+
+def commands(refs: dict[int, list[Ref]], seconds: int | None, epoch: int) -> dict[int, Command]:
+    """The log commands for acks (seconds None) or deadline changes of the given ids."""
+    if seconds is None:
+        return {p: Ack(p, tuple(to_ranges(r.offset for _, r in rs)), epoch) for p, rs in refs.items() if rs}
+    deadline = now_ms() + seconds * 1000
+    return {
+        p: SetDeadline(p, tuple((r.offset, r.generation) for _, r in rs), deadline, epoch)
+        for p, rs in refs.items() if rs
+    }
+
+
+def split(runner: LeaseOwner | None, refs: dict[int, list[Ref]]) -> tuple[
+    dict[int, list[Ref]], dict[int, list[Ref]]
+]:
+    """(ids of partitions this process owns, ids of the others)."""
+    local = {p: rs for p, rs in refs.items() if runner is not None and runner.owns(p)}
+    remote = {p: rs for p, rs in refs.items() if p not in local}
+    return local, remote
+
+
+def judge(runner: LeaseOwner | None, local: dict[int, list[Ref]], seconds: int | None,
+          now: int, hold: bool = True) -> tuple[dict[int, list[Ref]], dict[str, str]]:
+    """Split owned ids into valid ones and failures by id. With `hold`, a valid lease does not
+    expire while its command is written (exactly-once: an ack confirmed must not find its
+    message redelivered); without, an ack written as the lease runs out still acks."""
+    valid: dict[int, list[Ref]] = {}
+    failures: dict[str, str] = {}
+    if runner is None:
+        return valid, failures
+    for p, rs in local.items():
+        for ack_id, ref in rs:
+            if seconds is None and runner.is_acked(p, ref.offset):
+                continue  # acked already: acking again succeeds
+            if runner.lease_valid(p, ref.offset, ref.generation, now):
+                if hold:
+                    runner.hold(p, ref.offset, ref.generation, now + HOLD_MS)
+                valid.setdefault(p, []).append((ack_id, ref))
+            else:
+                failures[ack_id] = exactly_once.INVALID
+    return valid, failures
+
+
+
+class AckPath:
+    """`runner_of` names this process's runner of a subscription (None: not served here);
+    `writer_of` its LogWriter; `take_on` starts serving a subscription nobody serves."""
+
+    def __init__(self, runner_of: Callable[[str], LeaseOwner | None],
+                 writer_of: Callable[[Resource], LogWriter], admin: Admin,
+                 take_on: Callable[[Resource], Coroutine[Any, Any, Any]]) -> None:
+        self._runner_of = runner_of
+        self._writer_of = writer_of
+        self._admin = admin
+        self._take_on = take_on
+        self._peers: peers.Peers | None = None
+        self.address = ""
+
+    def connect_peers(self, address: str, transport: peers.Peers) -> None:
+        self.address = address
+        self._peers = transport
+
+    async def _write(
+        self, res: Resource, cmds: dict[int, Command], settles: bool, early: bool
+    ) -> tuple[set[int], dict[int, BaseException]]:
+        """Write each partition's command and apply it here once durable. Returns the
+        partitions whose write is still under way after SETTLE_PATIENCE_SECONDS and those
+        whose write failed. A late write is applied here when it ends, or, if `early`, at once
+        (and when it ends only its key is folded: applying an older deadline change again
+        could undo a newer one)."""
+        writer = self._writer_of(res)
+        writes = {p: asyncio.ensure_future(writer.write(p, [c])) for p, c in cmds.items()}
+        if not writes:
+            return set(), {}
+        await asyncio.wait(writes.values(), timeout=SETTLE_PATIENCE_SECONDS)
+        late: set[int] = set()
+        failed: dict[int, BaseException] = {}
+        runner = self._runner_of(res.name)
+        for p, write in writes.items():
+            if not write.done():
+                late.add(p)
+                if early and runner is not None:
+                    runner.apply_local(p, cmds[p], None, settles)
+                write.add_done_callback(functools.partial(
+                    self._written_late, res.name, p, None if early else cmds[p], settles))
+            elif (error := write.exception()) is not None:
+                failed[p] = error
+            elif runner is not None:
+                runner.apply_local(p, cmds[p], write.result()[0][0], settles)
+        if settles and runner is not None:
+            runner.ready.set()
+        return late, failed
+
+    def _written_late(self, name: str, p: int, cmd: Command | None, settles: bool,
+                      write: asyncio.Future[list[tuple[bytes, int]]]) -> None:
+        """A write answered before it ended has ended: apply `cmd`, or if it was applied
+        early (None), fold its key like that of any command applied here."""
+        runner = self._runner_of(name)
+        if runner is None or write.cancelled():
+            return
+        if write.exception() is not None:
+            log.info("%s: a late lease-log write of partition %d failed: %s", name, p, write.exception())
+            return
+        key = write.result()[0][0]
+        if cmd is None:
+            runner.fold(p, key)
+            return
+        runner.apply_local(p, cmd, key, settles)
+        if settles:
+            runner.ready.set()
+
+    async def settle(
+        self, res: Resource, ack_ids: Sequence[str], seconds: int | None, forwarded: bool
+    ) -> None:
+        """Ack (seconds None) or set deadlines. With exactly-once delivery, only current leases
+        count: the others are reported per id, and ids of partitions another process owns are
+        judged by that process.
+
+        A write still under way after SETTLE_PATIENCE_SECONDS (its log partition lost its
+        leader) goes on in the background. Its deadline change, or its ack without exactly-once,
+        takes effect in this process at once and is answered OK: it is in the next checkpoint,
+        and if this process dies first the message is only delivered again, as at-least-once
+        allows. An exactly-once ack is answered OK only once durable: until then its ids are
+        reported as transient failures, which the client retries."""
+        refs = parse(res, ack_ids)
+        epoch = int(res.meta.get("epoch", 0))
+        settles = seconds in (None, 0)
+        runner = self._runner_of(res.name)
+        local, remote = split(runner, refs)
+        strict = res.proto.enable_exactly_once_delivery
+        valid, failures = judge(runner, local, seconds, now_ms(), hold=strict)
+        if not strict:
+            # Ids of no current lease change nothing and are not reported (ack ids can be made
+            # up: only the owner's leases say which are real). The owner judges the others.
+            _, failed = await self._write(res, commands(valid, seconds, epoch), settles, early=True)
+            if failed:
+                raise next(iter(failed.values()))
+            if remote:
+                await self._forward(res, remote, seconds, forwarded)
+            return
+        late, failed = await self._write(res, commands(valid, seconds, epoch), settles,
+                                         early=seconds is not None)
+        for p in (late if seconds is None else set()) | failed.keys():
+            failures |= dict.fromkeys((i for i, _ in valid[p]), exactly_once.NOT_WRITTEN)
+        if remote:
+            failures |= await self._forward(res, remote, seconds, forwarded)
+        if failures:
+            raise exactly_once.failed(ack_ids, failures)
+
+    async def _forward(
+        self, res: Resource, remote: dict[int, list[Ref]], seconds: int | None, forwarded: bool
+    ) -> dict[str, str]:
+        ids = {p: [i for i, _ in rs] for p, rs in remote.items()}
+        if forwarded or self._peers is None:
+            return {i: exactly_once.NOT_OWNER for group in ids.values() for i in group}
+        try:
+            owners = await self._admin.group_owners(res.meta["group_id"])
+        except GatewayError:
+            owners = {}
+        by_address: dict[str, list[str]] = {}
+        failures: dict[str, str] = {}
+        for p, group in ids.items():
+            address = peers.address_of(owners.get(p, ""))
+            if address is None or address == self.address:
+                failures |= dict.fromkeys(group, exactly_once.NOT_OWNER)
+                if not owners:  # nobody serves the subscription: take it on, the retry will land
+                    asyncio.get_running_loop().create_task(self._take_on(res))
+            else:
+                by_address.setdefault(address, []).extend(group)
+        for address, group in by_address.items():
+            try:
+                failures |= await self._peers.settle(address, res.name, group, seconds)
+            except Exception as exc:  # noqa: BLE001 - the owner is unreachable: retry later
+                log.info("forwarding %d ack ids to %s failed: %s", len(group), address, exc)
+                failures |= dict.fromkeys(group, exactly_once.UNREACHABLE)
+        return failures
+
