@@ -7,7 +7,10 @@ PYTHON ?= $(shell /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (
             && echo /usr/bin/python3 || echo python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+DEPS   := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(DEPS)
+# pyspark (the `spark` extra, ~470 MB) is installed only where the Spark tests run: make test.
+SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 
 .PHONY: run test lint unit protos bench bench-quick test-kafka-versions test-cluster clean
 
@@ -24,12 +27,18 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
+$(SPARK_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,spark]'
+	@rm -f $(VENV)/.installed-spark-* && touch $@
+
 ## run: the gateway on an embedded local Kafka (data kept in .cache/kafka-data), gRPC on :8085
 run: $(STAMP)
 	$(BIN)/pubsub-gateway serve --kafka-data-dir .cache/kafka-data
 
-## test: lint, type-check, then the whole suite against a real broker
-test: lint
+## test: lint, type-check, then the whole suite against a real broker (Spark tests included)
+# lint runs after pyspark is installed (also under -j), so mypy checks spark/ against its types.
+test: $(SPARK_STAMP)
+	@$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
