@@ -7,7 +7,10 @@ PYTHON ?= $(shell /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (
             && echo /usr/bin/python3 || echo python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+DEPS   := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(DEPS)
+# pyspark (the `spark` extra, ~470 MB) is installed only where the Spark tests run: make test.
+SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 
 .PHONY: run test lint unit inprocess e2e spark coverage protos bench bench-quick test-kafka-versions test-cluster clean
 
@@ -24,13 +27,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
+$(SPARK_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,spark]'
+	@rm -f $(VENV)/.installed-spark-* && touch $@
+
 ## run: the gateway on an embedded local Kafka (data kept in .cache/kafka-data), gRPC on :8085
 run: $(STAMP)
 	$(BIN)/pubsub-gateway serve --kafka-data-dir .cache/kafka-data
 
 ## test: the whole suite, fastest feedback first: lint, unit, in-process, end-to-end, Spark.
-## Each tier is one pytest run; the first tier that fails stops the rest (CONTRIBUTING.md).
-test: lint unit inprocess e2e spark
+## Each tier is one pytest run, in this order also under -j; the first that fails stops the rest.
+## pyspark is installed first, so mypy checks spark/ against its types (CONTRIBUTING.md).
+test: $(SPARK_STAMP)
+	@for tier in lint unit inprocess e2e spark; do \
+		$(MAKE) --no-print-directory $$tier || exit 1; done
 
 ## lint: ruff, mypy --strict, and the import contracts (no cycles; wire -> core -> Kafka)
 lint: $(STAMP)
@@ -50,7 +60,7 @@ inprocess: $(STAMP)
 e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e tests/integration
 
-spark: $(STAMP)
+spark: $(SPARK_STAMP)
 	$(BIN)/python -m pytest tests/spark
 
 ## coverage: line and branch coverage of gateway/ by the unit and in-process tiers

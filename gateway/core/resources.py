@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
-from gateway.errors import AlreadyExists, InvalidArgument, NotFound, Unavailable
-from gateway.kafka import consumer as kafka_consumer
+from gateway.errors import AlreadyExists, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin, TopicSpec
+from gateway.kafka.compacted import CompactedFollower
 from gateway.kafka.producer import Producer
 
 log = logging.getLogger(__name__)
@@ -90,14 +90,12 @@ class ResourceStore:
                  replication_factor: int) -> None:
         self._admin = admin
         self._producer = producer
-        self._config = kafka_config
         self._topic = topic
         self._items: dict[bytes, Resource] = {}
         self._since: dict[bytes, int] = {}  # the log offset at which each resource appeared
         self._max_record = 1_000_000  # read from the topic at start
-        self._applied = -1
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._reader: kafka_consumer.TailReader | None = None
+        self._follower = CompactedFollower(kafka_config, topic, "resources", self._on_record,
+                                           late="the resource log did not catch up in time")
         self._listeners: list[Listener] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -111,16 +109,11 @@ class ResourceStore:
         configured = (await self._admin.topic_config(self._topic)).get("max.message.bytes", "")
         if configured.isdigit():
             self._max_record = int(configured)
-        end = await asyncio.to_thread(kafka_consumer.end_offset, self._config, self._topic, 0)
-        self._reader = kafka_consumer.TailReader(self._config, "resources", self._on_messages)
-        self._reader.start({(self._topic, 0): 0})
-        await self._caught_up(end - 1)
+        await self._follower.start()
         log.info("resource store ready: %d resources from %s", len(self._items), self._topic)
 
     async def stop(self) -> None:
-        if self._reader is not None:
-            reader, self._reader = self._reader, None
-            await asyncio.to_thread(reader.stop)
+        await self._follower.stop()
 
     def subscribe(self, listener: Listener) -> None:
         """Call `listener(kind, name, resource-or-None)` on every change, from any process."""
@@ -210,8 +203,8 @@ class ResourceStore:
         deadline = self._loop.time() + wait
         while True:
             try:
-                end = await asyncio.to_thread(kafka_consumer.end_offset, self._config, self._topic, 0)
-                await self._caught_up(end - 1, max(1.0, deadline - self._loop.time()))
+                end = await self._follower.end_offset()
+                await self._follower.caught_up(end - 1, max(1.0, deadline - self._loop.time()))
             except Exception as exc:  # noqa: BLE001 - Kafka still unreachable: try again
                 if self._loop.time() >= deadline:
                     log.warning("could not tell whether %s %s was stored: %s", kind, name, exc)
@@ -231,40 +224,16 @@ class ResourceStore:
 
     async def _write(self, key: bytes, value: bytes | None) -> int:
         _, offset = (await self._producer.send(self._topic, [(key, value, None)], partition=0))[0]
-        await self._caught_up(offset)
+        await self._follower.caught_up(offset)
         return offset
-
-    async def _caught_up(self, offset: int, wait: float = 30.0) -> None:
-        if offset <= self._applied:
-            return
-        assert self._loop is not None
-        fut: asyncio.Future[None] = self._loop.create_future()
-        self._waiters.append((offset, fut))
-        try:
-            await asyncio.wait_for(fut, wait)
-        except TimeoutError as exc:
-            raise Unavailable("the resource log did not catch up in time") from exc
 
     # -- following the log -----------------------------------------------------------------
 
-    def _on_messages(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._apply, batch)
-
-    def _apply(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
-        for _topic, _p, offset, key, value in batch:
-            self._applied = max(self._applied, offset)
-            if key is None:
-                continue
-            try:
-                self._apply_one(key, value, offset)
-            except Exception:
-                log.exception("unreadable resource record at offset %d", offset)
-        done = [w for w in self._waiters if w[0] <= self._applied]
-        self._waiters = [w for w in self._waiters if w[0] > self._applied]
-        for _, fut in done:
-            if not fut.done():
-                fut.set_result(None)
+    def _on_record(self, key: bytes, value: bytes | None, offset: int) -> None:
+        try:
+            self._apply_one(key, value, offset)
+        except Exception:
+            log.exception("unreadable resource record at offset %d", offset)
 
     def _apply_one(self, key: bytes, value: bytes | None, offset: int) -> None:
         kind, _, name = key.decode().partition("/")

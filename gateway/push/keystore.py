@@ -20,9 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway.errors import Unavailable
-from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin, TopicSpec
+from gateway.kafka.compacted import CompactedFollower
 from gateway.kafka.producer import Producer
 from gateway.push import auth
 from gateway.translate import names
@@ -41,17 +40,13 @@ class KeyStore:
                  key_file: Path | None, rotation_hours: float) -> None:
         self._admin = admin
         self._producer = producer
-        self._config = kafka_config
         self.topic = names.internal_topic(internal_prefix, "pushkeys")
         self._key_file = key_file
         self._rotation_ms = int(rotation_hours * HOUR_MS)
         self._keys: dict[str, auth.SigningKey] = {}
-        self._applied = -1
-        self._caught_up = asyncio.Event()
-        self._target = 0
-        self._reader: kafka_consumer.TailReader | None = None
+        self._follower = CompactedFollower(kafka_config, self.topic, "pushkeys", self._on_record,
+                                           late=f"could not read the push key topic {self.topic}")
         self._task: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     def keys(self) -> list[auth.SigningKey]:
         """The keys to publish (and sign with): none older than the retention."""
@@ -72,18 +67,8 @@ class KeyStore:
             self._keys = {key.kid: key}
             log.info("push tokens are signed with key %s from %s", key.kid, self._key_file)
             return
-        self._loop = asyncio.get_running_loop()
         await self._ensure_topic()
-        end = await asyncio.to_thread(kafka_consumer.end_offset, self._config, self.topic, 0)
-        self._target = end - 1
-        if self._applied >= self._target:
-            self._caught_up.set()
-        self._reader = kafka_consumer.TailReader(self._config, "pushkeys", self._on_messages)
-        self._reader.start({(self.topic, 0): 0})
-        try:
-            await asyncio.wait_for(self._caught_up.wait(), 30.0)
-        except TimeoutError as exc:
-            raise Unavailable(f"could not read the push key topic {self.topic}") from exc
+        await self._follower.start()
         await self._rotate_if_due()
         self._task = asyncio.create_task(self._rotation_loop(), name="push key rotation")
 
@@ -94,9 +79,7 @@ class KeyStore:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        reader, self._reader = self._reader, None
-        if reader is not None:
-            await asyncio.to_thread(reader.stop)
+        await self._follower.stop()
 
     async def _ensure_topic(self) -> None:
         # Compacted, or retention would delete the signing keys and endpoints would reject
@@ -105,25 +88,15 @@ class KeyStore:
 
     # -- following the topic ---------------------------------------------------------------
 
-    def _on_messages(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._apply, batch)
-
-    def _apply(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
-        for _topic, _p, offset, key, value in batch:
-            self._applied = max(self._applied, offset)
-            if key is None:
-                continue
-            kid = key.decode(errors="replace")
-            if value is None:
-                self._keys.pop(kid, None)
-                continue
-            try:
-                self._keys[kid] = auth.decode_key(value)
-            except (ValueError, KeyError, TypeError):
-                log.exception("skipping an unreadable push key record at offset %d", offset)
-        if self._applied >= self._target:
-            self._caught_up.set()
+    def _on_record(self, key: bytes, value: bytes | None, offset: int) -> None:
+        kid = key.decode(errors="replace")
+        if value is None:
+            self._keys.pop(kid, None)
+            return
+        try:
+            self._keys[kid] = auth.decode_key(value)
+        except (ValueError, KeyError, TypeError):
+            log.exception("skipping an unreadable push key record at offset %d", offset)
 
     # -- rotation --------------------------------------------------------------------------
 

@@ -32,8 +32,9 @@ def _record(name: str, create: bool = True) -> bytes:
 
 def _feed(store: ResourceStore, *records: tuple[int, str, bool | None]) -> None:
     """(offset, name, create) records; create None is a deletion (a tombstone)."""
-    store._apply([("resources", 0, offset, f"topic/{name}".encode(),
-                   None if create is None else _record(name, create)) for offset, name, create in records])
+    store._follower.apply_batch([("resources", 0, offset, f"topic/{name}".encode(),
+                                  None if create is None else _record(name, create))
+                                 for offset, name, create in records])
 
 
 def test_count_per_project_and_before_an_offset() -> None:
