@@ -42,8 +42,9 @@ test: $(SPARK_STAMP)
 	@for tier in lint unit inprocess e2e spark; do \
 		$(MAKE) --no-print-directory $$tier || exit 1; done
 
-## lint: ruff, mypy --strict, and the import contracts (no cycles; wire -> core -> Kafka)
+## lint: ruff format and check, mypy --strict, and the import contracts (no cycles; wire -> core -> Kafka)
 lint: $(STAMP)
+	$(BIN)/ruff format --check gateway tests benchmarks spark
 	$(BIN)/ruff check gateway tests benchmarks spark
 	$(BIN)/mypy
 	$(BIN)/lint-imports

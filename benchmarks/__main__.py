@@ -22,16 +22,21 @@ from benchmarks.scenarios import backlog, deliver, latency, policies, publish, s
 
 Scenario = Callable[[harness.Bench, Mode], list[Row]]
 SCENARIOS: dict[str, Scenario] = {
-    "publish": publish.run, "deliver": deliver.run, "latency": latency.run,
-    "backlog": backlog.run, "scaleout": scaleout.run, "policies": policies.run,
+    "publish": publish.run,
+    "deliver": deliver.run,
+    "latency": latency.run,
+    "backlog": backlog.run,
+    "scaleout": scaleout.run,
+    "policies": policies.run,
 }
 WORKERS = 4
 DEFAULT_OUT = Path(__file__).parent / "results" / "latest.json"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="every scenario, briefly (~1-2 minutes)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
     parser.add_argument("--kafka-bootstrap", help="use this broker instead of starting an embedded one")
@@ -87,8 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     background = procstats.background_cpu_pct()
     source = procstats.source_version()  # now: other people may change the tree during the run
-    with processes.kafka_broker(args.kafka_bootstrap) as (bootstrap, kafka_pid, kafka_version), \
-            tempfile.TemporaryDirectory(prefix="bench-logs-") as logs:
+    with (
+        processes.kafka_broker(args.kafka_bootstrap) as (bootstrap, kafka_pid, kafka_version),
+        tempfile.TemporaryDirectory(prefix="bench-logs-") as logs,
+    ):
         bench = harness.Bench(bootstrap, kafka_pid, Path(logs), WORKERS, shlex.split(args.gateway_args))
         try:
             bench.start_gateway()
@@ -98,11 +105,13 @@ def main(argv: list[str] | None = None) -> int:
             processes.delete_topics(bootstrap, bench.prefix)
     header = {
         "command": shlex.join(["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)]),
-        "mode": mode.name, "seconds": round(time.monotonic() - started, 1),
+        "mode": mode.name,
+        "seconds": round(time.monotonic() - started, 1),
         "machine": procstats.describe_machine(kafka_version),
         "background_cpu_pct_before_run": round(background),
         "source": source,
-        "kafka_broker_pid_seen": kafka_pid is not None, "generator_processes": WORKERS,
+        "kafka_broker_pid_seen": kafka_pid is not None,
+        "generator_processes": WORKERS,
         "gateway_args": args.gateway_args,
         "create_subscription_unavailable_retried": api.RETRIED,
     }

@@ -76,8 +76,9 @@ class Api:
             resp = self.sub.Pull(pb.PullRequest(subscription=subscription, max_messages=1), timeout=5)
             if resp.received_messages:
                 ids = [m.ack_id for m in resp.received_messages]
-                self.sub.Acknowledge(pb.AcknowledgeRequest(subscription=subscription, ack_ids=ids),
-                                     timeout=30)
+                self.sub.Acknowledge(
+                    pb.AcknowledgeRequest(subscription=subscription, ack_ids=ids), timeout=30
+                )
                 return time.monotonic() - started
         raise TimeoutError(f"no message on {subscription} in {timeout:.0f}s")
 
@@ -92,8 +93,9 @@ def probe_streaming_pull(api: Api, topic: str, subscription: str, timeout: float
     """'ok' if StreamingPull delivers a published message and takes its ack on the same stream."""
     api.publish_one(topic)
     later: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    first = pb.StreamingPullRequest(subscription=subscription, stream_ack_deadline_seconds=ACK_DEADLINE,
-                                    max_outstanding_messages=1000)
+    first = pb.StreamingPullRequest(
+        subscription=subscription, stream_ack_deadline_seconds=ACK_DEADLINE, max_outstanding_messages=1000
+    )
     stream = api.sub.StreamingPull(_stream_requests(first, later), timeout=timeout)
     timer = threading.Timer(timeout, stream.cancel)
     timer.start()

@@ -34,17 +34,29 @@ class Mode:
 _PUBLISH = (PublishCase(1, 3, 16), PublishCase(100, 3, 2), PublishCase(1000, 1, 2))
 
 QUICK = Mode(
-    name="quick", publish_seconds=1.5, publish_cases=_PUBLISH,
-    deliver_messages=20_000, deliver_procs=(3,),
-    latency_rates=(500, 2000), latency_seconds=1.5,
-    backlog_sizes=(10**3, 10**4), backlog_pull=1000,
-    scaleout_messages=20_000, scaleout_procs=4,
+    name="quick",
+    publish_seconds=1.5,
+    publish_cases=_PUBLISH,
+    deliver_messages=20_000,
+    deliver_procs=(3,),
+    latency_rates=(500, 2000),
+    latency_seconds=1.5,
+    backlog_sizes=(10**3, 10**4),
+    backlog_pull=1000,
+    scaleout_messages=20_000,
+    scaleout_procs=4,
 )
 
 FULL = Mode(
-    name="full", publish_seconds=8.0, publish_cases=_PUBLISH,
-    deliver_messages=200_000, deliver_procs=(2, 4),
-    latency_rates=(500, 2000, 10_000), latency_seconds=10.0,
-    backlog_sizes=(10**4, 10**5, 10**6), backlog_pull=10_000,
-    scaleout_messages=200_000, scaleout_procs=4,
+    name="full",
+    publish_seconds=8.0,
+    publish_cases=_PUBLISH,
+    deliver_messages=200_000,
+    deliver_procs=(2, 4),
+    latency_rates=(500, 2000, 10_000),
+    latency_seconds=10.0,
+    backlog_sizes=(10**4, 10**5, 10**6),
+    backlog_pull=10_000,
+    scaleout_messages=200_000,
+    scaleout_procs=4,
 )

@@ -144,8 +144,7 @@ class Load:
                 self.redelivered.add(message.data)
         # Not waited for here: the client runs callbacks on 10 threads, and a callback that
         # blocked on its ack would cap receiving at 10 per ack round trip.
-        message.ack_with_response().add_done_callback(
-            lambda f, d=message.data: self._acked(f, d))
+        message.ack_with_response().add_done_callback(lambda f, d=message.data: self._acked(f, d))
 
     def _acked(self, future: Any, data: bytes) -> None:
         try:
@@ -190,8 +189,7 @@ def _figures(load: Load, rnd: Round, killed_at: float, parts: set[int], since: f
     mine = [t for t, p, _ in received if t > killed_at and p in parts]
     rnd.resumed_killed_partitions_s = round(mine[0] - killed_at, 2) if mine else None
     times = [t for t, _, _ in received]
-    rnd.longest_delivery_gap_s = round(max((b - a for a, b in itertools.pairwise(times)),
-                                           default=0.0), 2)
+    rnd.longest_delivery_gap_s = round(max((b - a for a, b in itertools.pairwise(times)), default=0.0), 2)
     rnd.longest_publish_s = round(max(took, default=0.0), 2)
     rnd.publish_p50_s = round(statistics.median(took), 3) if took else 0.0
     with load.lock:
@@ -201,30 +199,48 @@ def _figures(load: Load, rnd: Round, killed_at: float, parts: set[int], since: f
     rnd.published_per_s = [sum(1 for s in started if i <= s - killed_at < i + 1) for i in range(seconds)]
 
 
-def run(rounds: int = 2, rate: float = 200.0, before: float = 8.0, after: float = 25.0,
-        log_dir: Path | None = None, detect_ms: int | None = None) -> dict[str, Any]:
+def run(
+    rounds: int = 2,
+    rate: float = 200.0,
+    before: float = 8.0,
+    after: float = 25.0,
+    log_dir: Path | None = None,
+    detect_ms: int | None = None,
+) -> dict[str, Any]:
     """`detect_ms`: the brokers' `broker.session.timeout.ms` (Kafka's default is 9000), how long
     the controller takes to fence a dead broker. Until then every acks=all write to a partition
     the dead broker follows waits for it, the partitions of all other leaders included."""
     log_dir = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
-    extra = {} if detect_ms is None else {
-        "broker.session.timeout.ms": str(detect_ms),
-        "broker.heartbeat.interval.ms": str(max(500, detect_ms // 3)),
+    extra = (
+        {}
+        if detect_ms is None
+        else {
+            "broker.session.timeout.ms": str(detect_ms),
+            "broker.heartbeat.interval.ms": str(max(500, detect_ms // 3)),
+        }
+    )
+    out: dict[str, Any] = {
+        "cluster": {"nodes": 3, **CLUSTER_SETTINGS, **extra},
+        "rate_msg_s": rate,
+        "partitions": PARTITIONS,
+        "rounds": [],
     }
-    out: dict[str, Any] = {"cluster": {"nodes": 3, **CLUSTER_SETTINGS, **extra}, "rate_msg_s": rate,
-                           "partitions": PARTITIONS, "rounds": []}
     with cluster(settings=extra) as kafka:
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         prefix = f"fo{uuid.uuid4().hex[:6]}"
-        gw = GatewayProc(kafka.bootstrap, prefix, log_dir / f"failover-{prefix}.log",
-                         "--log-level", "INFO")
+        gw = GatewayProc(kafka.bootstrap, prefix, log_dir / f"failover-{prefix}.log", "--log-level", "INFO")
         try:
             topic, subscription = "projects/p/topics/failover", "projects/p/subscriptions/failover"
             load = Load(gw.address, topic, subscription, rate)
             load.pub.create_topic(request={"name": topic, "labels": {"kafka-partitions": str(PARTITIONS)}})
-            load.sub.create_subscription(request={
-                "name": subscription, "topic": topic, "ack_deadline_seconds": 30,
-                "enable_exactly_once_delivery": True})
+            load.sub.create_subscription(
+                request={
+                    "name": subscription,
+                    "topic": topic,
+                    "ack_deadline_seconds": 30,
+                    "enable_exactly_once_delivery": True,
+                }
+            )
             kafka_topic = names.kafka_topic_for(topic)
             group: str | None = None
             load.start()
@@ -239,8 +255,10 @@ def run(rounds: int = 2, rate: float = 200.0, before: float = 8.0, after: float 
                     node, what = max(counts, key=lambda n: counts[n]), "leader"
                 else:
                     group = group or next(
-                        g.group_id for g in admin.list_consumer_groups().result(30).valid
-                        if g.group_id.startswith(f"{prefix}."))
+                        g.group_id
+                        for g in admin.list_consumer_groups().result(30).valid
+                        if g.group_id.startswith(f"{prefix}.")
+                    )
                     node, what = coordinator(admin, group), "coordinator"
                 parts = {p for p, n in lead.items() if n == node}
                 rnd = Round(what, node)
@@ -294,8 +312,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/failover.json"))
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--rate", type=float, default=200.0)
-    parser.add_argument("--detect-ms", type=int, default=None,
-                        help="the brokers' broker.session.timeout.ms (Kafka's default: 9000)")
+    parser.add_argument(
+        "--detect-ms",
+        type=int,
+        default=None,
+        help="the brokers' broker.session.timeout.ms (Kafka's default: 9000)",
+    )
     args = parser.parse_args()
     figures = run(rounds=args.rounds, rate=args.rate, detect_ms=args.detect_ms)
     args.out.write_text(json.dumps(figures, indent=2) + "\n")

@@ -46,8 +46,14 @@ def _settle(_: int) -> int:
 class Bench:
     """Shared state of one benchmark run: the broker, the gateways, the generator pool."""
 
-    def __init__(self, bootstrap: str, kafka_pid: int | None, log_dir: Path, workers: int,
-                 gateway_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        kafka_pid: int | None,
+        log_dir: Path,
+        workers: int,
+        gateway_args: Sequence[str] = (),
+    ) -> None:
         self.bootstrap = bootstrap
         self.gateway_args = list(gateway_args)
         self.kafka_pid = kafka_pid
@@ -58,8 +64,9 @@ class Bench:
         self.workers = workers
         ctx = multiprocessing.get_context("spawn")
         self.counter = ctx.Value("q", 0)  # generators of one run count what they received here
-        self.pool: multiprocessing.pool.Pool = ctx.Pool(workers, initializer=_init_worker,
-                                                        initargs=(self.counter,))
+        self.pool: multiprocessing.pool.Pool = ctx.Pool(
+            workers, initializer=_init_worker, initargs=(self.counter,)
+        )
         self.pool.map(_settle, range(workers), chunksize=1)
 
     def start_gateway(self) -> GatewayProc:
@@ -82,8 +89,13 @@ class Bench:
     def window(self, gateways: list[GatewayProc] | None = None) -> Window:
         return Window([g.pid for g in (gateways or self.gateways[:1])], self.kafka_pid)
 
-    def run(self, tasks: Sequence[Task], lead: float = 0.6, timeout: float = 600.0,
-            gateways: list[GatewayProc] | None = None) -> tuple[list[GenResult], Samples]:
+    def run(
+        self,
+        tasks: Sequence[Task],
+        lead: float = 0.6,
+        timeout: float = 600.0,
+        gateways: list[GatewayProc] | None = None,
+    ) -> tuple[list[GenResult], Samples]:
         """Run tasks in the pool, all starting at one instant; measure the window they run in."""
         if len(tasks) > self.workers:
             raise ValueError(f"{len(tasks)} tasks for {self.workers} generator processes")

@@ -25,8 +25,13 @@ def find_log_topic(bootstrap: str, prefix: str, subscription: str) -> str:
 
 def live_keys(bootstrap: str, topic: str, timeout: float = 60.0) -> dict[str, Any]:
     """Read every partition to its end; a key is live when its latest value is not a tombstone."""
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "enable.auto.commit": False,
-                                         "group.id": f"leaselog-{uuid.uuid4().hex}"})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.auto.commit": False,
+            "group.id": f"leaselog-{uuid.uuid4().hex}",
+        }
+    )
     try:
         parts = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         ends = {}
@@ -38,13 +43,18 @@ def live_keys(bootstrap: str, topic: str, timeout: float = 60.0) -> dict[str, An
     finally:
         consumer.close()
     live = {k: v for k, v in latest.items() if v is not None}
-    return {"partitions": len(parts), "records": sum(ends.values()), "live_keys": len(live),
-            "live_bytes": sum(len(k) + len(v) for k, v in live.items()),
-            "keys": sorted(k.decode(errors="replace") for k in live)[:16]}
+    return {
+        "partitions": len(parts),
+        "records": sum(ends.values()),
+        "live_keys": len(live),
+        "live_bytes": sum(len(k) + len(v) for k, v in live.items()),
+        "keys": sorted(k.decode(errors="replace") for k in live)[:16],
+    }
 
 
-def _read(consumer: confluent_kafka.Consumer, topic: str, ends: dict[int, int],
-          timeout: float) -> dict[bytes, bytes | None]:
+def _read(
+    consumer: confluent_kafka.Consumer, topic: str, ends: dict[int, int], timeout: float
+) -> dict[bytes, bytes | None]:
     start = confluent_kafka.OFFSET_BEGINNING
     consumer.assign([confluent_kafka.TopicPartition(topic, p, start) for p in ends])
     latest: dict[bytes, bytes | None] = {}

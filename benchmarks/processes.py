@@ -23,8 +23,22 @@ class GatewayProc:
     """`python -m gateway serve` as a subprocess; its address comes from the READY line."""
 
     def __init__(self, bootstrap: str, prefix: str, log_path: Path, *extra: str) -> None:
-        cmd = [sys.executable, "-m", "gateway", "serve", "--port", "0", "--kafka-bootstrap", bootstrap,
-               "--internal-prefix", prefix, "--log-level", "WARNING", *_free_other_ports(), *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            "--port",
+            "0",
+            "--kafka-bootstrap",
+            bootstrap,
+            "--internal-prefix",
+            prefix,
+            "--log-level",
+            "WARNING",
+            *_free_other_ports(),
+            *extra,
+        ]
         self.log_path = log_path
         with log_path.open("wb") as log_file:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
@@ -61,8 +75,9 @@ class GatewayProc:
 def _free_other_ports() -> tuple[str, ...]:
     """`--rest-port 0` when this gateway version serves REST too: two gateways on one machine
     must not both want its default port."""
-    out = subprocess.run([sys.executable, "-m", "gateway", "serve", "--help"], capture_output=True,
-                         text=True, check=False).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "gateway", "serve", "--help"], capture_output=True, text=True, check=False
+    ).stdout
     return ("--rest-port", "0") if "--rest-port" in out else ()
 
 
@@ -103,8 +118,9 @@ def delete_topics(bootstrap: str, prefix: str) -> None:
         topics = [t for t in admin.list_topics(timeout=30).topics if t.startswith(prefix)]
         for fut in admin.delete_topics(topics, operation_timeout=30).values() if topics else []:
             fut.exception(60)
-        groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid
-                  if g.group_id.startswith(prefix)]
+        groups = [
+            g.group_id for g in admin.list_consumer_groups().result(30).valid if g.group_id.startswith(prefix)
+        ]
         for fut in admin.delete_consumer_groups(groups).values() if groups else []:
             fut.exception(60)
     except Exception as exc:

@@ -125,14 +125,17 @@ def source_version() -> dict[str, object]:
 
     def git(*args: str) -> str:
         try:
-            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10,
-                                  check=False)
+            done = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=False
+            )
         except (OSError, subprocess.TimeoutExpired):
             return ""
         return done.stdout.strip()
 
-    return {"commit": git("rev-parse", "--short", "HEAD") or "unknown",
-            "gateway_modified": bool(git("status", "--porcelain", "--", "gateway"))}
+    return {
+        "commit": git("rev-parse", "--short", "HEAD") or "unknown",
+        "gateway_modified": bool(git("status", "--porcelain", "--", "gateway")),
+    }
 
 
 def describe_machine(kafka_version: str) -> dict[str, object]:

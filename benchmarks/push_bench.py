@@ -116,7 +116,7 @@ def _message_id(body: bytes) -> bytes:
     """The wrapped body's messageId, found without parsing the whole JSON (the endpoint is test
     apparatus on the gateway's machine: the less CPU it takes, the less it disturbs the figure)."""
     start = body.index(MESSAGE_ID_KEY) + len(MESSAGE_ID_KEY)
-    return body[start:body.index(b'"', start)]
+    return body[start : body.index(b'"', start)]
 
 
 def fill(bootstrap: str, topic: str, count: int) -> None:
@@ -149,8 +149,9 @@ def _bare_client(url: str, count: int, client: str) -> None:
 
     def body(i: int) -> bytes:
         message = {"data": data, "messageId": f"bare-{i}", "attributes": {}}
-        return json.dumps({"message": message, "subscription": f"{PROJECT}/subscriptions/bare"},
-                          separators=(",", ":")).encode()
+        return json.dumps(
+            {"message": message, "subscription": f"{PROJECT}/subscriptions/bare"}, separators=(",", ":")
+        ).encode()
 
     async def run() -> None:
         ids = iter(range(count))
@@ -189,14 +190,27 @@ def run_bare(endpoint: Endpoint, count: int, timeout: float, client: str) -> dic
     proc.join(30)
     seconds = (endpoint.done_at if finished else time.monotonic()) - endpoint.first_at
     acked = len(endpoint.acked)
-    return {"case": BARE_CLIENTS[client], "messages": count, "acknowledged": acked, "finished": finished,
-            "push_seconds": round(seconds, 2), "msgs_per_s": round(acked / max(seconds, 1e-6)),
-            "requests": endpoint.requests,
-            "requests_per_message": round(endpoint.requests / max(acked, 1), 3)}
+    return {
+        "case": BARE_CLIENTS[client],
+        "messages": count,
+        "acknowledged": acked,
+        "finished": finished,
+        "push_seconds": round(seconds, 2),
+        "msgs_per_s": round(acked / max(seconds, 1e-6)),
+        "requests": endpoint.requests,
+        "requests_per_message": round(endpoint.requests / max(acked, 1), 3),
+    }
 
 
-def run_case(sub: Any, endpoint: Endpoint, subscription: str, count: int, fail_ratio: float,
-             timeout: float, gateway_pid: int) -> dict[str, Any]:
+def run_case(
+    sub: Any,
+    endpoint: Endpoint,
+    subscription: str,
+    count: int,
+    fail_ratio: float,
+    timeout: float,
+    gateway_pid: int,
+) -> dict[str, Any]:
     endpoint.reset(count, fail_ratio)
     cpu0 = procstats.proc_sample(gateway_pid)
     t0 = time.monotonic()
@@ -211,25 +225,34 @@ def run_case(sub: Any, endpoint: Endpoint, subscription: str, count: int, fail_r
     cpu_us = (cpu1.cpu_s - cpu0.cpu_s) * 1e6 / max(acked, 1) if cpu0 and cpu1 else None
     return {
         "case": "acks at once" if fail_ratio == 0 else f"fails {fail_ratio:.0%}",
-        "messages": count, "acknowledged": acked, "finished": finished, "push_seconds": round(seconds, 2),
+        "messages": count,
+        "acknowledged": acked,
+        "finished": finished,
+        "push_seconds": round(seconds, 2),
         "first_push_after_s": round((endpoint.first_at or t0) - t0, 2),
-        "msgs_per_s": round(acked / max(seconds, 1e-6)), "requests": endpoint.requests,
+        "msgs_per_s": round(acked / max(seconds, 1e-6)),
+        "requests": endpoint.requests,
         "requests_per_message": round(endpoint.requests / max(acked, 1), 3),
         "gateway_cpu_us_per_msg": round(cpu_us, 1) if cpu_us is not None else None,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.push_bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.push_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--quick", action="store_true", help="2,000 messages instead of 50,000")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "push.json")
     parser.add_argument("--kafka-bootstrap")
     args = parser.parse_args(argv)
     count = 2_000 if args.quick else 50_000
     prefix = f"pushbench{uuid.uuid4().hex[:6]}"
-    with kafka_broker(args.kafka_bootstrap) as (bootstrap, _, _), \
-            tempfile.TemporaryDirectory(prefix="push-bench-") as logs:
+    with (
+        kafka_broker(args.kafka_bootstrap) as (bootstrap, _, _),
+        tempfile.TemporaryDirectory(prefix="push-bench-") as logs,
+    ):
         gw = GatewayProc(bootstrap, prefix, Path(logs) / "gateway.log", "--rest-port", "0")
         endpoint = Endpoint()
         try:
@@ -251,8 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["finished"] for r in rows) else 1
 
 
-def bench(address: str, gateway_pid: int, bootstrap: str, endpoint: Endpoint,
-          count: int, prefix: str) -> list[dict[str, Any]]:
+def bench(
+    address: str, gateway_pid: int, bootstrap: str, endpoint: Endpoint, count: int, prefix: str
+) -> list[dict[str, Any]]:
     os.environ["PUBSUB_EMULATOR_HOST"] = address
     from google.cloud import pubsub_v1
 

@@ -29,15 +29,24 @@ def _short(value: Any) -> str:
 def _line(row: dict[str, Any]) -> str:
     if row["status"] != "ok":
         return f"| {row['case']} | {row['status']} | | | | | | |"
-    cells = [row["case"], f"{row['msgs_per_s']:,.0f}", f"{row['mb_per_s']:.1f}", _num(row["ratio"], ".2f"),
-             _num(row["gw_cpu_pct"], ".0f"), f"{row['machine_cpu_pct']:.0f} / {row['other_cpu_pct']:.0f}",
-             _extra(row), "; ".join(row["limits"])]
+    cells = [
+        row["case"],
+        f"{row['msgs_per_s']:,.0f}",
+        f"{row['mb_per_s']:.1f}",
+        _num(row["ratio"], ".2f"),
+        _num(row["gw_cpu_pct"], ".0f"),
+        f"{row['machine_cpu_pct']:.0f} / {row['other_cpu_pct']:.0f}",
+        _extra(row),
+        "; ".join(row["limits"]),
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
 def markdown(data: dict[str, Any]) -> str:
-    head = ("| case | msg/s | MB/s | x raw | gateway CPU % | machine % / others' % of a core | figures | "
-            "limit |\n|---|---:|---:|---:|---:|---:|---|---|")
+    head = (
+        "| case | msg/s | MB/s | x raw | gateway CPU % | machine % / others' % of a core | figures | "
+        "limit |\n|---|---:|---:|---:|---:|---:|---|---|"
+    )
     parts = []
     for name, rows in data["scenarios"].items():
         parts += [f"### {name}", "", head, *(_line(r) for r in rows), ""]

@@ -14,8 +14,10 @@ STREAM_TARGET = 50_000.0
 LATENCY_RATE, LATENCY_P99_MS = 2000, 20.0
 RSS_TARGET_MB = 300.0
 MILLION = 10**6
-_HEAD = (f"{'case':<46} {'msg/s':>9} {'MB/s':>7} {'x raw':>6} {'gw CPU%':>7} {'gw RSS':>7} "
-         f"{'gen CPU%':>8} {'kafka%':>6} {'mach%':>5} {'other%':>6}  details")
+_HEAD = (
+    f"{'case':<46} {'msg/s':>9} {'MB/s':>7} {'x raw':>6} {'gw CPU%':>7} {'gw RSS':>7} "
+    f"{'gen CPU%':>8} {'kafka%':>6} {'mach%':>5} {'other%':>6}  details"
+)
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -38,10 +40,12 @@ def _short(value: Any) -> str:
 def format_row(row: Row) -> str:
     if row.status != "ok":
         return f"{row.case:<46} {row.status}"
-    return (f"{row.case:<46} {row.msgs_per_s:>9,.0f} {row.mb_per_s:>7.1f} {_num(row.ratio, '6.2f'):>6} "
-            f"{_num(row.gw_cpu_pct, '7.0f'):>7} {_num(row.gw_rss_mb, '7.0f'):>7} {row.gen_cpu_pct:>8.0f} "
-            f"{_num(row.kafka_cpu_pct, '6.0f'):>6} {row.machine_cpu_pct:>5.0f} {row.other_cpu_pct:>6.0f}  "
-            f"{_details(row)}")
+    return (
+        f"{row.case:<46} {row.msgs_per_s:>9,.0f} {row.mb_per_s:>7.1f} {_num(row.ratio, '6.2f'):>6} "
+        f"{_num(row.gw_cpu_pct, '7.0f'):>7} {_num(row.gw_rss_mb, '7.0f'):>7} {row.gen_cpu_pct:>8.0f} "
+        f"{_num(row.kafka_cpu_pct, '6.0f'):>6} {row.machine_cpu_pct:>5.0f} {row.other_cpu_pct:>6.0f}  "
+        f"{_details(row)}"
+    )
 
 
 def table(scenarios: dict[str, list[Row]]) -> str:
@@ -52,16 +56,23 @@ def table(scenarios: dict[str, list[Row]]) -> str:
 
 
 def targets(scenarios: dict[str, list[Row]]) -> list[dict[str, Any]]:
-    return [_pull_target(scenarios.get("deliver", [])), _stream_target(scenarios.get("deliver", [])),
-            _latency_target(scenarios.get("latency", [])), _rss_target(scenarios.get("backlog", [])),
-            _keys_target(scenarios.get("backlog", []))]
+    return [
+        _pull_target(scenarios.get("deliver", [])),
+        _stream_target(scenarios.get("deliver", [])),
+        _latency_target(scenarios.get("latency", [])),
+        _rss_target(scenarios.get("backlog", [])),
+        _keys_target(scenarios.get("backlog", [])),
+    ]
 
 
 def _stream_target(rows: list[Row]) -> dict[str, Any]:
     streams = [r for r in rows if r.case.startswith("StreamingPull") and r.status == "ok"]
     best = max((r.msgs_per_s for r in streams), default=None)
-    return {"target": f">= {STREAM_TARGET:,.0f} msg/s of 1 KiB through StreamingPull with acks, one gateway",
-            "value": best, "met": best is not None and best >= STREAM_TARGET}
+    return {
+        "target": f">= {STREAM_TARGET:,.0f} msg/s of 1 KiB through StreamingPull with acks, one gateway",
+        "value": best,
+        "met": best is not None and best >= STREAM_TARGET,
+    }
 
 
 def _latency_target(rows: list[Row]) -> dict[str, Any]:
@@ -75,15 +86,21 @@ def _latency_target(rows: list[Row]) -> dict[str, Any]:
 def _pull_target(rows: list[Row]) -> dict[str, Any]:
     pulls = [r for r in rows if r.kind == "gateway" and r.case.startswith("Pull") and r.status == "ok"]
     best = max((r.msgs_per_s for r in pulls), default=None)
-    return {"target": f">= {PULL_TARGET:,.0f} msg/s pulled+acked by one gateway (Pull max 1000)",
-            "value": best, "met": best is not None and best >= PULL_TARGET}
+    return {
+        "target": f">= {PULL_TARGET:,.0f} msg/s pulled+acked by one gateway (Pull max 1000)",
+        "value": best,
+        "met": best is not None and best >= PULL_TARGET,
+    }
 
 
 def _rss_target(rows: list[Row]) -> dict[str, Any]:
     big = [r for r in rows if r.kind == "gateway" and r.extra.get("backlog") == MILLION]
     value = max(big[0].extra["rss_after_mb"], big[0].gw_rss_mb or 0.0) if big else None
-    out = {"target": f"gateway RSS < {RSS_TARGET_MB:.0f} MB with 10^6 unacked messages (peak while pulling)",
-           "value": value, "met": value is not None and value < RSS_TARGET_MB}
+    out = {
+        "target": f"gateway RSS < {RSS_TARGET_MB:.0f} MB with 10^6 unacked messages (peak while pulling)",
+        "value": value,
+        "met": value is not None and value < RSS_TARGET_MB,
+    }
     if not big:
         out["note"] = "no 10^6 backlog in this run (quick mode stops at 10^4)"
     return out
@@ -92,8 +109,11 @@ def _rss_target(rows: list[Row]) -> dict[str, Any]:
 def _keys_target(rows: list[Row]) -> dict[str, Any]:
     gw = [r for r in rows if r.kind == "gateway" and "live_keys" in r.extra]
     values = {str(r.extra["backlog"]): (r.extra["live_keys"], r.extra["partitions"]) for r in gw}
-    return {"target": "lease-log live keys <= partition count once all pulled messages are acked",
-            "value": values, "met": bool(gw) and all(k <= p for k, p in values.values())}
+    return {
+        "target": "lease-log live keys <= partition count once all pulled messages are acked",
+        "value": values,
+        "met": bool(gw) and all(k <= p for k, p in values.values()),
+    }
 
 
 def format_targets(found: list[dict[str, Any]]) -> str:
@@ -114,13 +134,16 @@ def _rounded(value: Any) -> Any:
     return value
 
 
-def write_json(path: Path, header: dict[str, Any], scenarios: dict[str, list[Row]],
-               errors: dict[str, str]) -> None:
-    data = _rounded({
-        **header,
-        "scenarios": {name: [dataclasses.asdict(r) for r in rows] for name, rows in scenarios.items()},
-        "targets": targets(scenarios),
-        "errors": errors,
-    })
+def write_json(
+    path: Path, header: dict[str, Any], scenarios: dict[str, list[Row]], errors: dict[str, str]
+) -> None:
+    data = _rounded(
+        {
+            **header,
+            "scenarios": {name: [dataclasses.asdict(r) for r in rows] for name, rows in scenarios.items()},
+            "targets": targets(scenarios),
+            "errors": errors,
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")

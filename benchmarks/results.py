@@ -46,13 +46,19 @@ def build(scenario: str, case: str, kind: str, results: list[GenResult], samples
     win = samples.between(t0, t1)
     gateway = kind == "gateway"
     row = Row(
-        scenario=scenario, case=case, kind=kind, messages=count, seconds=round(seconds, 3),
-        msgs_per_s=count / seconds, mb_per_s=count * MSG_BYTES / seconds / 1e6,
+        scenario=scenario,
+        case=case,
+        kind=kind,
+        messages=count,
+        seconds=round(seconds, 3),
+        msgs_per_s=count / seconds,
+        mb_per_s=count * MSG_BYTES / seconds / 1e6,
         gen_procs=len(results),
         gen_cpu_pct=100.0 * sum(float(r["cpu_s"]) for r in results) / seconds,
         gw_cpu_pct=sum(win.gw_cpu_pct) if gateway else None,
         gw_rss_mb=max(win.gw_rss_mb, default=0.0) if gateway else None,
-        kafka_cpu_pct=win.kafka_cpu_pct, machine_cpu_pct=win.machine_cpu_pct,
+        kafka_cpu_pct=win.kafka_cpu_pct,
+        machine_cpu_pct=win.machine_cpu_pct,
     )
     if gateway and count:
         row.extra["gw_cpu_us_per_msg"] = round(sum(win.gw_cpu_pct) / 100.0 * seconds * 1e6 / count, 1)
@@ -69,17 +75,21 @@ def build(scenario: str, case: str, kind: str, results: list[GenResult], samples
 def _pull_figures(results: list[GenResult]) -> dict[str, float]:
     """Messages per non-empty Pull and how long Pulls took (worst generator's p50 and p99)."""
     pulls = sum(int(r["pulls"]) for r in results)
-    return {"msgs_per_pull": round(sum(int(r["count"]) for r in results) / max(pulls, 1)),
-            "pull_p50_ms": round(max(float(r["pull_p50_ms"]) for r in results), 1),
-            "pull_p99_ms": round(max(float(r["pull_p99_ms"]) for r in results), 1)}
+    return {
+        "msgs_per_pull": round(sum(int(r["count"]) for r in results) / max(pulls, 1)),
+        "pull_p50_ms": round(max(float(r["pull_p50_ms"]) for r in results), 1),
+        "pull_p99_ms": round(max(float(r["pull_p99_ms"]) for r in results), 1),
+    }
 
 
 def judge(row: Row, results: list[GenResult], win: WindowStats) -> list[str]:
     """Name every process (or the machine) that was busy enough to be the limit."""
     found = []
     if win.machine_cpu_pct >= SATURATED:
-        found.append(f"machine CPU ({CORES} cores {win.machine_cpu_pct:.0f}% busy, "
-                     f"{row.other_cpu_pct:.0f}% of a core by other processes)")
+        found.append(
+            f"machine CPU ({CORES} cores {win.machine_cpu_pct:.0f}% busy, "
+            f"{row.other_cpu_pct:.0f}% of a core by other processes)"
+        )
     if row.kind == "gateway" and any(c >= SATURATED for c in win.gw_cpu_pct):
         found.append("gateway process at ~1 core (one Python process)")
     seconds = max(row.seconds, 1e-6)

@@ -45,7 +45,7 @@ class Samples:
         j = max(j, min(i + 1, len(s) - 1))
         a, b = s[i], s[j]
         seconds = max(1e-6, b.t - a.t)
-        rss = [_peak_rss(s[i:j + 1], n) for n in range(len(a.gateways))]
+        rss = [_peak_rss(s[i : j + 1], n) for n in range(len(a.gateways))]
         return WindowStats(
             seconds=seconds,
             gw_cpu_pct=[_pct(g0, g1, seconds) or 0.0 for g0, g1 in zip(a.gateways, b.gateways, strict=True)],
@@ -67,8 +67,12 @@ class Window:
         self._thread.start()
 
     def _take(self) -> Sample:
-        return Sample(time.time(), [procstats.proc_sample(p) for p in self._pids],
-                      procstats.proc_sample(self._kafka), procstats.machine_busy_s())
+        return Sample(
+            time.time(),
+            [procstats.proc_sample(p) for p in self._pids],
+            procstats.proc_sample(self._kafka),
+            procstats.machine_busy_s(),
+        )
 
     def _loop(self) -> None:
         while not self._stop.wait(SAMPLE_PERIOD):

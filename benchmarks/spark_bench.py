@@ -46,8 +46,23 @@ PULLERS = 4
 def gateway(bootstrap: str, prefix: str, log_path: Path, *extra: str) -> Iterator[tuple[str, int]]:
     """`python -m gateway serve` as a subprocess; yields its gRPC address (from the READY line)
     and its pid."""
-    cmd = [sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0",
-           "--kafka-bootstrap", bootstrap, "--internal-prefix", prefix, "--log-level", "WARNING", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gateway",
+        "serve",
+        "--port",
+        "0",
+        "--rest-port",
+        "0",
+        "--kafka-bootstrap",
+        bootstrap,
+        "--internal-prefix",
+        prefix,
+        "--log-level",
+        "WARNING",
+        *extra,
+    ]
     with log_path.open("wb") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log)
     try:
@@ -74,8 +89,15 @@ def cpu_seconds(pid: int) -> float:
 def produce(bootstrap: str, topic: str, n: int) -> float:
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                         "compression.type": "lz4", "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "compression.type": "lz4",
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     data = os.urandom(50).hex().encode()
     started = time.monotonic()
     for i in range(n):
@@ -144,25 +166,40 @@ def ack_log_size(spark: Any, bootstrap: str, subscription: str, prefix: str) -> 
     from spark import KafkaConnection, load
 
     sub = load(subscription, KafkaConnection(bootstrap), prefix)
-    log = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-           .option("subscribe", sub.log_topic).option("startingOffsets", "earliest")
-           .option("endingOffsets", "latest").load())
-    row = log.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("b"),
-                  F.sum(F.col("key").cast("string").startswith("s.").cast("int")).alias("cp")).collect()[0]
+    log = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", sub.log_topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+    row = log.agg(
+        F.count("*").alias("n"),
+        F.sum(F.length("value")).alias("b"),
+        F.sum(F.col("key").cast("string").startswith("s.").cast("int")).alias("cp"),
+    ).collect()[0]
     return {"records": row["n"], "checkpoint_versions": row["cp"], "mb": round((row["b"] or 0) / 2**20, 1)}
 
 
-def spark_reads(bootstrap: str, kafka_topic: str, subscription: str, prefix: str, reps: int,
-                workdir: Path) -> dict[str, Any]:
+def spark_reads(
+    bootstrap: str, kafka_topic: str, subscription: str, prefix: str, reps: int, workdir: Path
+) -> dict[str, Any]:
     from spark import read_backlog
     from spark.messages import pubsub_view
 
     spark = local_spark(workdir)
 
     def plain() -> Any:
-        return (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", kafka_topic).option("includeHeaders", "true")
-                .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
+        return (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", kafka_topic)
+            .option("includeHeaders", "true")
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load()
+        )
 
     actions: dict[str, Callable[[], Any]] = {
         "plain": lambda: plain(),
@@ -202,7 +239,8 @@ def run(bootstrap: str, n: int, reps: int, logs: Path, gateway_args: list[str]) 
             os.environ["PUBSUB_EMULATOR_HOST"] = address
             pubsub_v1.PublisherClient().create_topic(name=topic)
             pubsub_v1.SubscriberClient().create_subscription(
-                request={"name": subscription, "topic": topic, "ack_deadline_seconds": 600})
+                request={"name": subscription, "topic": topic, "ack_deadline_seconds": 600}
+            )
             produced = produce(bootstrap, kafka_topic, n)
             acks = pull_and_ack(address, subscription, n)
             before = cpu_seconds(pid)
@@ -217,19 +255,30 @@ def run(bootstrap: str, n: int, reps: int, logs: Path, gateway_args: list[str]) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.spark_bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--reps", type=int, default=3, help="timed runs of each read (best counts)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "spark.json")
     parser.add_argument("--kafka-bootstrap")
-    parser.add_argument("--checkpoint-interval", type=float,
-                        help="the gateway's --checkpoint-interval-seconds (default: its default)")
+    parser.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        help="the gateway's --checkpoint-interval-seconds (default: its default)",
+    )
     args = parser.parse_args(argv)
-    with kafka_broker(args.kafka_bootstrap) as (bootstrap, _, _), \
-            tempfile.TemporaryDirectory(prefix="spark-bench-") as logs:
-        extra = [] if args.checkpoint_interval is None else [
-            "--checkpoint-interval-seconds", str(args.checkpoint_interval)]
+    with (
+        kafka_broker(args.kafka_bootstrap) as (bootstrap, _, _),
+        tempfile.TemporaryDirectory(prefix="spark-bench-") as logs,
+    ):
+        extra = (
+            []
+            if args.checkpoint_interval is None
+            else ["--checkpoint-interval-seconds", str(args.checkpoint_interval)]
+        )
         result = run(bootstrap, args.messages, args.reps, Path(logs), extra)
     result = {"command": " ".join(["python -m benchmarks.spark_bench", *(argv or sys.argv[1:])]), **result}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -35,7 +35,10 @@ async def _serve(settings: settings_mod.Settings) -> int:
         print(f"READY grpc={host}:{gw.port} rest={host}:{gw.rest_port} kafka={gw.bootstrap}", flush=True)
         logging.getLogger("gateway").info(
             "serving the Pub/Sub API on %s:%d; export PUBSUB_EMULATOR_HOST=%s:%d",
-            host, gw.port, host, gw.port,
+            host,
+            gw.port,
+            host,
+            gw.port,
         )
         await stop.wait()
         if gw.failure is not None:

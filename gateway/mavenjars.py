@@ -70,12 +70,20 @@ def _download(home: Path, subdir: str, digest: str, pom: Path, args: Sequence[st
     staging = home / f"{subdir}.partial"
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copyfile(pom, home / "pom.xml")  # mvn may write next to the pom; keep the package clean
-    cmd = [mvn, "-q", "-B", "-f", str(home / "pom.xml"), "dependency:copy-dependencies",
-           f"-DoutputDirectory={staging}", "-DincludeScope=runtime", *args]
+    cmd = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(home / "pom.xml"),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+        "-DincludeScope=runtime",
+        *args,
+    ]
     log.info("resolving %s from Maven Central into %s", what, home)
     started = time.monotonic()
-    result = subprocess.run(cmd, cwd=home, capture_output=True, text=True,
-                            timeout=_MVN_TIMEOUT, check=False)
+    result = subprocess.run(cmd, cwd=home, capture_output=True, text=True, timeout=_MVN_TIMEOUT, check=False)
     if result.returncode != 0:
         tail = (result.stdout + result.stderr)[-_LOG_TAIL_BYTES:]
         raise RuntimeError(f"mvn failed to resolve {what} (exit {result.returncode}):\n{tail}")

@@ -63,8 +63,9 @@ class Gateway:
         stack = self._stack
         raise_file_limit(s.http_max_connections + s.grpc_max_connections + FILES_BESIDES_CLIENTS)
         if not s.kafka_bootstrap:
-            kafka = LocalKafka(data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb,
-                               profile=DEV)
+            kafka = LocalKafka(
+                data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb, profile=DEV
+            )
             self.bootstrap = await asyncio.to_thread(kafka.start)
             stack.callback(kafka.stop)
             log.info("embedded Kafka at %s (log: %s)", self.bootstrap, kafka.log_file)
@@ -90,11 +91,17 @@ class Gateway:
         await delivery.start()
         stack.push_async_callback(delivery.stop)
 
-        server = grpc.aio.server(options=grpc_options(s),
-                                 maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs)
+        server = grpc.aio.server(options=grpc_options(s), maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs)
         snapshots = SnapshotService(store, admin, producer, config, s.max_snapshots_per_project)
-        janitor = Janitor(store, subs.delete, config, f"{s.internal_prefix}.janitor", resource_topic,
-                          s.session_timeout_ms, s.expiration_check_seconds)
+        janitor = Janitor(
+            store,
+            subs.delete,
+            config,
+            f"{s.internal_prefix}.janitor",
+            resource_topic,
+            s.session_timeout_ms,
+            s.expiration_check_seconds,
+        )
         await janitor.start()
         stack.push_async_callback(janitor.stop)
         self.store, self.topics, self.subscriptions = store, topics, subs
@@ -111,16 +118,28 @@ class Gateway:
         await server.start()
         self._server = server
         stack.push_async_callback(server.stop, s.shutdown_grace_seconds)
-        app = rest.create_app({
-            "google.pubsub.v1.Publisher": publisher, "google.pubsub.v1.Subscriber": subscriber,
-        }, body_timeout=s.http_body_timeout_seconds)
+        app = rest.create_app(
+            {
+                "google.pubsub.v1.Publisher": publisher,
+                "google.pubsub.v1.Subscriber": subscriber,
+            },
+            body_timeout=s.http_body_timeout_seconds,
+        )
         push = self.push = PushManager(s, store, delivery, admin, producer, config)
         push.add_routes(app)  # the key set of push tokens, on the REST port
         rest_server = await stack.enter_async_context(
-            rest.RestServer(app, s.host, s.rest_port, s.shutdown_grace_seconds, rest.HttpLimits(
-                max_connections=s.http_max_connections, header_timeout=s.http_header_timeout_seconds,
-                body_timeout=s.http_body_timeout_seconds, idle_timeout=s.http_idle_timeout_seconds,
-            ))
+            rest.RestServer(
+                app,
+                s.host,
+                s.rest_port,
+                s.shutdown_grace_seconds,
+                rest.HttpLimits(
+                    max_connections=s.http_max_connections,
+                    header_timeout=s.http_header_timeout_seconds,
+                    body_timeout=s.http_body_timeout_seconds,
+                    idle_timeout=s.http_idle_timeout_seconds,
+                ),
+            )
         )
         self.rest_port = rest_server.port
         stack.push_async_callback(push.stop)

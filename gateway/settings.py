@@ -60,8 +60,13 @@ class _Declared:
 _DECLARED = "pubsub_gateway.setting"  # the key of a _Declared in a field's metadata
 
 
-def setting(default: T, help: str | None = None, *, metavar: str | None = None,
-            convert: Callable[[Any], T] | None = None) -> T:
+def setting(
+    default: T,
+    help: str | None = None,
+    *,
+    metavar: str | None = None,
+    convert: Callable[[Any], T] | None = None,
+) -> T:
     """A field of Settings: its default, and its flag's help (a field given a bare default is a
     flag without help)."""
     return dataclasses.field(default=default, metadata={_DECLARED: _Declared(help, metavar, convert)})
@@ -100,69 +105,94 @@ class Settings:
     port: int = setting(8085, "gRPC port (default 8085; 0 picks one)")
     rest_port: int = setting(8086, "REST/JSON port (default 8086; 0 picks one)")
     kafka_bootstrap: str | None = setting(
-        None, "HOST:PORT of an existing Kafka cluster; without it an embedded local broker runs")
+        None, "HOST:PORT of an existing Kafka cluster; without it an embedded local broker runs"
+    )
     kafka_config: Mapping[str, str] = repeatable_setting(
         "extra librdkafka option for every client (repeatable), e.g. security.protocol=SSL; "
         "the variable separates entries by commas, or by newlines when it holds one",
-        metavar="KEY=VALUE", split_env=split_env_kafka_config)
+        metavar="KEY=VALUE",
+        split_env=split_env_kafka_config,
+    )
     # Its entries are in kafka_config; kept for the record.
     kafka_config_file: Path | None = setting(
-        None, "librdkafka options in a Java properties file (Kafka's client.properties form); "
-              "--kafka-config entries win over it", metavar="FILE")
+        None,
+        "librdkafka options in a Java properties file (Kafka's client.properties form); "
+        "--kafka-config entries win over it",
+        metavar="FILE",
+    )
     kafka_data_dir: Path | None = setting(None, "embedded broker data")
     kafka_port: int = setting(0, "embedded broker port (0 = free)")
     kafka_heap_mb: int = setting(384, "embedded broker heap")
     kafka_max_restarts: int = setting(
-        3, "restarts of a dead embedded broker allowed within 5 minutes; one more death and the "
-           "gateway exits with status 3 (default 3; 0 exits at the first)")
+        3,
+        "restarts of a dead embedded broker allowed within 5 minutes; one more death and the "
+        "gateway exits with status 3 (default 3; 0 exits at the first)",
+    )
     internal_prefix: str = setting("__pubsub_gateway", "prefix of the gateway's own topics")
     default_partitions: int = 4
     # Resource limits (docs/limits.md). Every subscription gets a lease/ack log with as many
     # partitions as its topic: a topic of N partitions with S subscriptions costs N * (1 + S).
     max_partitions_per_topic: int = setting(
-        64, "most partitions of a topic (label kafka-partitions, or an adopted Kafka topic); each "
-            "subscription's lease/ack log gets as many (default 64)")
+        64,
+        "most partitions of a topic (label kafka-partitions, or an adopted Kafka topic); each "
+        "subscription's lease/ack log gets as many (default 64)",
+    )
     max_topics_per_project: int = setting(  # Google's limits
-        10_000, "topics per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)")
+        10_000, "topics per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)"
+    )
     max_subscriptions_per_project: int = setting(
-        10_000, "subscriptions per project; more answer RESOURCE_EXHAUSTED (default 10,000)")
+        10_000, "subscriptions per project; more answer RESOURCE_EXHAUSTED (default 10,000)"
+    )
     max_snapshots_per_project: int = setting(
-        5_000, "snapshots per project; more answer RESOURCE_EXHAUSTED (default 5,000)")
+        5_000, "snapshots per project; more answer RESOURCE_EXHAUSTED (default 5,000)"
+    )
     replication_factor: int = -1
     pull_max_wait_seconds: float = 5.0
     # Longer than a dead group coordinator takes to move (the broker's session, 9 s, and an
     # election): a shorter one costs every member its partitions when a coordinator dies.
     session_timeout_ms: int = setting(
-        20_000, "consumer-group session of each subscription's member (default 20,000): how long a "
-                "crashed process holds its partitions, and how long a dead group coordinator may "
-                "take to move before members lose theirs")
+        20_000,
+        "consumer-group session of each subscription's member (default 20,000): how long a "
+        "crashed process holds its partitions, and how long a dead group coordinator may "
+        "take to move before members lose theirs",
+    )
     idle_subscription_seconds: float = 300.0
     checkpoint_interval_seconds: float = 1.0
     shutdown_grace_seconds: float = 5.0
     expiration_check_seconds: float = setting(
-        60.0, "how often the elected process looks for expired subscriptions")
+        60.0, "how often the elected process looks for expired subscriptions"
+    )
     min_expiration_ttl_seconds: int = setting(
-        86_400, "smallest expiration_policy.ttl accepted (the API's is 1 day; lower it only for tests)")
+        86_400, "smallest expiration_policy.ttl accepted (the API's is 1 day; lower it only for tests)"
+    )
     advertise_address: str = setting(
-        "", "HOST:PORT where other gateway processes reach this one (default: --host:--port)")
+        "", "HOST:PORT where other gateway processes reach this one (default: --host:--port)"
+    )
     stream_max_seconds: float = setting(
-        1800.0, "StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect")
+        1800.0, "StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect"
+    )
     # gRPC's default limit on a received message: what the official clients keep when they are
     # pointed at an emulator (PUBSUB_EMULATOR_HOST makes them open a plain channel).
     pull_response_max_bytes: int = setting(
         4 * 1024 * 1024,
         "each Pull and StreamingPull response stays under this size, but holds one message at "
         "least (default 4 MiB: gRPC's own limit, which the official clients keep against an "
-        "emulator host; up to 20 MiB for clients that accept more)")
+        "emulator host; up to 20 MiB for clients that accept more)",
+    )
     push_max_outstanding: int = setting(
-        1000, "largest push window: pushes outstanding per subscription and process (default 1000)")
+        1000, "largest push window: pushes outstanding per subscription and process (default 1000)"
+    )
     push_max_connections: int = setting(
-        50, "HTTP connections to push endpoints, all subscriptions together, and the most requests "
-            "one subscription has in flight (default 50)")
+        50,
+        "HTTP connections to push endpoints, all subscriptions together, and the most requests "
+        "one subscription has in flight (default 50)",
+    )
     push_auth_issuer: str = setting(
-        "", "`iss` of push tokens and base URL of their key set (default http://HOST:REST-PORT)")
+        "", "`iss` of push tokens and base URL of their key set (default http://HOST:REST-PORT)"
+    )
     push_auth_key_file: Path | None = setting(
-        None, "PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)")
+        None, "PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)"
+    )
     push_auth_key_rotation_hours: float = 24.0
     # Where pushes may go besides the addresses refused always (link-local, metadata, ...):
     # "any" or "public" (no loopback, private or other non-global addresses). docs/push.md
@@ -171,31 +201,44 @@ class Settings:
         "where push endpoints may be: any (the default) or public (not loopback, private or "
         "other non-global addresses, checked after DNS resolution). Link-local addresses, "
         "the cloud metadata address among them, are refused always",
-        convert=_push_destinations)
+        convert=_push_destinations,
+    )
     # Connection limits and timeouts (docs/connections.md).
     http_max_connections: int = setting(
-        1000, "open connections of the REST port; one past it is answered 503 and closed (default 1000)")
+        1000, "open connections of the REST port; one past it is answered 503 and closed (default 1000)"
+    )
     http_header_timeout_seconds: float = setting(
-        10.0, "a request's line and headers must arrive within this long of its first byte (default 10)")
+        10.0, "a request's line and headers must arrive within this long of its first byte (default 10)"
+    )
     http_body_timeout_seconds: float = setting(
-        60.0, "a request's body must arrive within this long of its headers, or 408 (default 60)")
+        60.0, "a request's body must arrive within this long of its headers, or 408 (default 60)"
+    )
     http_idle_timeout_seconds: float = setting(
-        60.0, "a REST connection without a request for this long is closed (default 60)")
+        60.0, "a REST connection without a request for this long is closed (default 60)"
+    )
     grpc_max_connections: int = setting(
-        1000, "open connections of the gRPC port; more are closed at once (default 1000)")
+        1000, "open connections of the gRPC port; more are closed at once (default 1000)"
+    )
     grpc_max_concurrent_rpcs: int = setting(
-        10_000, "calls in progress, streams included; more fail with RESOURCE_EXHAUSTED (default 10000)")
+        10_000, "calls in progress, streams included; more fail with RESOURCE_EXHAUSTED (default 10000)"
+    )
     grpc_max_streams_per_connection: int = setting(
-        1000, "HTTP/2 MAX_CONCURRENT_STREAMS of each gRPC connection (default 1000)")
+        1000, "HTTP/2 MAX_CONCURRENT_STREAMS of each gRPC connection (default 1000)"
+    )
     grpc_handshake_timeout_seconds: float = setting(
-        10.0, "a gRPC connection must open HTTP/2 within this long, or it is closed (default 10)")
+        10.0, "a gRPC connection must open HTTP/2 within this long, or it is closed (default 10)"
+    )
     grpc_idle_timeout_seconds: float = setting(
-        300.0, "a gRPC connection without calls for this long is closed with GOAWAY (default 300)")
+        300.0, "a gRPC connection without calls for this long is closed with GOAWAY (default 300)"
+    )
     grpc_max_connection_age_seconds: float = setting(
-        3600.0, "gRPC connections older than this get GOAWAY; their calls run to their end (default 3600; "
-                "0: no limit)")
+        3600.0,
+        "gRPC connections older than this get GOAWAY; their calls run to their end (default 3600; "
+        "0: no limit)",
+    )
     event_loop: str = setting(
-        "auto", "auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)")
+        "auto", "auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)"
+    )
     log_level: str = setting("INFO", convert=lambda value: str(value).upper())
 
     def validate(self) -> Settings:
@@ -227,12 +270,16 @@ class Settings:
         if self.stream_max_seconds < 1:
             raise SettingsError("--stream-max-seconds must be at least 1")
         if not MIN_PULL_RESPONSE_BYTES <= self.pull_response_max_bytes <= MAX_GRPC_MESSAGE:
-            raise SettingsError(f"--pull-response-max-bytes must be {MIN_PULL_RESPONSE_BYTES:,}.."
-                                f"{MAX_GRPC_MESSAGE:,} (the gateway's gRPC message limit)")
+            raise SettingsError(
+                f"--pull-response-max-bytes must be {MIN_PULL_RESPONSE_BYTES:,}.."
+                f"{MAX_GRPC_MESSAGE:,} (the gateway's gRPC message limit)"
+            )
         for key in FORCED_KAFKA_CONFIG:
             if key in self.kafka_config:
-                raise SettingsError(f"--kafka-config {key} cannot be set: the gateway creates every "
-                                    "topic explicitly, and never lets a client create one")
+                raise SettingsError(
+                    f"--kafka-config {key} cannot be set: the gateway creates every "
+                    "topic explicitly, and never lets a client create one"
+                )
         if self.kafka_heap_mb < 128:
             raise SettingsError("--kafka-heap-mb must be at least 128")
         if not 0 <= self.kafka_max_restarts <= 100:
@@ -252,16 +299,19 @@ class Settings:
         return self
 
     def _validate_limits(self) -> None:
-        for flag, value in (("--max-partitions-per-topic", self.max_partitions_per_topic),
-                            ("--max-topics-per-project", self.max_topics_per_project),
-                            ("--max-subscriptions-per-project", self.max_subscriptions_per_project),
-                            ("--max-snapshots-per-project", self.max_snapshots_per_project)):
+        for flag, value in (
+            ("--max-partitions-per-topic", self.max_partitions_per_topic),
+            ("--max-topics-per-project", self.max_topics_per_project),
+            ("--max-subscriptions-per-project", self.max_subscriptions_per_project),
+            ("--max-snapshots-per-project", self.max_snapshots_per_project),
+        ):
             if value < 1:
                 raise SettingsError(f"{flag} must be at least 1, got {value}")
         if self.default_partitions > self.max_partitions_per_topic:
             raise SettingsError(
                 f"--default-partitions ({self.default_partitions}) must not exceed "
-                f"--max-partitions-per-topic ({self.max_partitions_per_topic})")
+                f"--max-partitions-per-topic ({self.max_partitions_per_topic})"
+            )
 
     def _validate_push(self) -> None:
         if self.push_max_outstanding < 1:
@@ -276,13 +326,21 @@ class Settings:
             raise SettingsError(_DESTINATIONS_ERROR.format(self.push_destinations))
 
     def _validate_connections(self) -> None:
-        for name in ("http_max_connections", "grpc_max_connections", "grpc_max_concurrent_rpcs",
-                     "grpc_max_streams_per_connection"):
+        for name in (
+            "http_max_connections",
+            "grpc_max_connections",
+            "grpc_max_concurrent_rpcs",
+            "grpc_max_streams_per_connection",
+        ):
             if not 1 <= getattr(self, name) <= 1_000_000:
                 raise SettingsError(f"{flag_of(name)} must be 1..1000000")
-        for name in ("http_header_timeout_seconds", "http_body_timeout_seconds",
-                     "http_idle_timeout_seconds", "grpc_handshake_timeout_seconds",
-                     "grpc_idle_timeout_seconds"):
+        for name in (
+            "http_header_timeout_seconds",
+            "http_body_timeout_seconds",
+            "http_idle_timeout_seconds",
+            "grpc_handshake_timeout_seconds",
+            "grpc_idle_timeout_seconds",
+        ):
             if not 0.1 <= getattr(self, name) <= 86_400:
                 raise SettingsError(f"{flag_of(name)} must be in [0.1, 86400]")
         age = self.grpc_max_connection_age_seconds
@@ -374,7 +432,7 @@ def _unescape_property(text: str) -> str:
             continue
         nxt = text[i + 1]
         if nxt == "u":
-            digits = text[i + 2:i + 6]
+            digits = text[i + 2 : i + 6]
             if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
                 raise SettingsError(f"malformed \\uXXXX escape in the properties line {text[:40]!r}")
             out.append(chr(int(digits, 16)))
@@ -397,8 +455,9 @@ def read_kafka_config_file(path: Path) -> dict[str, str]:
     return config
 
 
-def _kafka_settings(bootstrap: str | None, config_file: Path | None,
-                    items: Sequence[str]) -> tuple[str | None, dict[str, str]]:
+def _kafka_settings(
+    bootstrap: str | None, config_file: Path | None, items: Sequence[str]
+) -> tuple[str | None, dict[str, str]]:
     """The bootstrap servers and the librdkafka options: the file's entries, then the flags'
     (and the variable's), later ones winning. `bootstrap.servers` among them is the bootstrap,
     as in Kafka's client.properties; given twice with different values, it is refused."""
@@ -406,8 +465,10 @@ def _kafka_settings(bootstrap: str | None, config_file: Path | None,
     config.update(_parse_kafka_config(items))
     from_config = config.pop("bootstrap.servers", None)
     if from_config is not None and bootstrap and from_config != bootstrap:
-        raise SettingsError(f"--kafka-bootstrap {bootstrap} and bootstrap.servers={from_config} "
-                            "(--kafka-config or --kafka-config-file) differ: give one")
+        raise SettingsError(
+            f"--kafka-bootstrap {bootstrap} and bootstrap.servers={from_config} "
+            "(--kafka-config or --kafka-config-file) differ: give one"
+        )
     return bootstrap or from_config or None, config
 
 
@@ -462,13 +523,23 @@ def options_of(settings_class: type[Any]) -> tuple[Option, ...]:
         arg_type, by_type = _BY_TYPE.get(hints[field.name], (None, None))
         convert = declared.convert or by_type
         if convert is None:
-            raise TypeError(f"{settings_class.__name__}.{field.name}: no flag reads a {hints[field.name]}; "
-                            "declare it with setting(..., convert=...)")
-        options.append(Option(
-            name=field.name, flag=flag_of(field.name), variable=variable_of(field.name),
-            default=field.default, help=declared.help, metavar=declared.metavar, type=arg_type,
-            convert=convert, split_env=declared.split_env,
-        ))
+            raise TypeError(
+                f"{settings_class.__name__}.{field.name}: no flag reads a {hints[field.name]}; "
+                "declare it with setting(..., convert=...)"
+            )
+        options.append(
+            Option(
+                name=field.name,
+                flag=flag_of(field.name),
+                variable=variable_of(field.name),
+                default=field.default,
+                help=declared.help,
+                metavar=declared.metavar,
+                type=arg_type,
+                convert=convert,
+                split_env=declared.split_env,
+            )
+        )
     return tuple(options)
 
 
@@ -482,13 +553,19 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
         value = env.get(option.variable)
         if option.split_env is not None:
             entries = option.split_env(value or "")
-            parser.add_argument(option.flag, action="append", default=entries, metavar=option.metavar,
-                                help=option.help)
+            parser.add_argument(
+                option.flag, action="append", default=entries, metavar=option.metavar, help=option.help
+            )
         else:
             # A string default (the variable's) goes through `type` as the flag's value would.
             typed: dict[str, Any] = {} if option.type is None else {"type": option.type}
-            parser.add_argument(option.flag, **typed, default=option.default if value is None else value,
-                                metavar=option.metavar, help=option.help)
+            parser.add_argument(
+                option.flag,
+                **typed,
+                default=option.default if value is None else value,
+                metavar=option.metavar,
+                help=option.help,
+            )
 
 
 # Resolved together and first: `bootstrap.servers` may come from --kafka-config or the file.
@@ -499,7 +576,8 @@ def from_namespace(ns: argparse.Namespace) -> Settings:
     """Build and validate Settings from parsed flags."""
     values: dict[str, Any] = {o.name: o.convert(getattr(ns, o.name)) for o in OPTIONS if o.name in _KAFKA}
     values["kafka_bootstrap"], values["kafka_config"] = _kafka_settings(
-        values["kafka_bootstrap"], values["kafka_config_file"], values["kafka_config"])
+        values["kafka_bootstrap"], values["kafka_config_file"], values["kafka_config"]
+    )
     for option in OPTIONS:
         if option.name not in values:
             values[option.name] = option.convert(getattr(ns, option.name))

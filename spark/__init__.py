@@ -14,5 +14,12 @@ from spark.options import KafkaConnection
 from spark.reader import read_backlog, read_stream
 from spark.subscription import Subscription, SubscriptionNotFound, load
 
-__all__ = ["KafkaConnection", "Subscription", "SubscriptionNotFound", "ack", "load", "read_backlog",
-           "read_stream"]
+__all__ = [
+    "KafkaConnection",
+    "Subscription",
+    "SubscriptionNotFound",
+    "ack",
+    "load",
+    "read_backlog",
+    "read_stream",
+]

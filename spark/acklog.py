@@ -43,8 +43,10 @@ from spark.subscription import Subscription
 log = logging.getLogger(__name__)
 BUCKET = 1024
 FETCH_BYTES = str(16 << 20)  # per fetch (not 50 MiB): checkpoints may be megabytes each
-LOG_SCHEMA = ("v INT, type STRING, epoch BIGINT, watermark BIGINT, "
-              "acked ARRAY<ARRAY<BIGINT>>, ranges ARRAY<ARRAY<BIGINT>>")
+LOG_SCHEMA = (
+    "v INT, type STRING, epoch BIGINT, watermark BIGINT, "
+    "acked ARRAY<ARRAY<BIGINT>>, ranges ARRAY<ARRAY<BIGINT>>"
+)
 SEEK_WAIT = 10.0  # seconds a snapshot waits for the checkpoints of an epoch a Seek has just begun
 
 
@@ -65,44 +67,67 @@ class AckState:
         return {r["ack_p"]: (r["ack_epoch"], r["ack_watermark"]) for r in self.positions.collect()}
 
 
-def scan(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
-         ranges: Mapping[int, tuple[int, int]] | None = None) -> DataFrame:
+def scan(
+    spark: SparkSession,
+    sub: Subscription,
+    conn: KafkaConnection,
+    ranges: Mapping[int, tuple[int, int]] | None = None,
+) -> DataFrame:
     """The log topic: all of it, or the offsets [start, end) of some partitions."""
     topic = sub.log_topic
     reader = spark.read.format("kafka").option("kafka.fetch.max.bytes", FETCH_BYTES).options(**conn.source())
     if ranges is None:
-        return (reader.option("assign", json.dumps({topic: list(range(sub.partitions))}))
-                .option("startingOffsets", "earliest").option("endingOffsets", "latest").load())
-    return (reader.option("assign", json.dumps({topic: sorted(ranges)}))
-            .option("startingOffsets", json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}))
-            .option("endingOffsets", json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}})).load())
+        return (
+            reader.option("assign", json.dumps({topic: list(range(sub.partitions))}))
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load()
+        )
+    return (
+        reader.option("assign", json.dumps({topic: sorted(ranges)}))
+        .option("startingOffsets", json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}}))
+        .option("endingOffsets", json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}}))
+        .load()
+    )
 
 
 def live_keys(raw: DataFrame) -> DataFrame:
     """(p, k, offset, cmd): each live key's latest offset, and the value if it is a command."""
     key = F.col("key").cast("string")
-    small = raw.select(F.col("partition").alias("p"), key.alias("k"), "offset",
-                       F.col("value").isNull().alias("tombstone"),
-                       F.when(key.startswith("e."), F.col("value")).alias("cmd"))
-    latest = small.groupBy("p", "k").agg(F.max("offset").alias("offset"),
-                                         F.max_by("tombstone", "offset").alias("tombstone"),
-                                         F.max_by("cmd", "offset").alias("cmd"))
+    small = raw.select(
+        F.col("partition").alias("p"),
+        key.alias("k"),
+        "offset",
+        F.col("value").isNull().alias("tombstone"),
+        F.when(key.startswith("e."), F.col("value")).alias("cmd"),
+    )
+    latest = small.groupBy("p", "k").agg(
+        F.max("offset").alias("offset"),
+        F.max_by("tombstone", "offset").alias("tombstone"),
+        F.max_by("cmd", "offset").alias("cmd"),
+    )
     return latest.where(~F.col("tombstone")).drop("tombstone")
 
 
 def current_checkpoints(live: DataFrame) -> DataFrame:
     """(cp_p, cp_offset): where each partition's checkpoint of the highest epoch is."""
     epoch = F.split(F.col("k"), r"\.")[2].cast("bigint")
-    return (live.where(F.col("k").startswith("s.")).groupBy("p")
-            .agg(F.max_by("offset", epoch).alias("cp_offset")).withColumnRenamed("p", "cp_p"))
+    return (
+        live.where(F.col("k").startswith("s."))
+        .groupBy("p")
+        .agg(F.max_by("offset", epoch).alias("cp_offset"))
+        .withColumnRenamed("p", "cp_p")
+    )
 
 
 def _decoded(df: DataFrame, p: str, j: Column, kind: str) -> DataFrame:
     """The fields of the decoded values of one type. `inline` decodes each value once: the
     optimizer would otherwise give every field its own `from_json` of the whole text."""
-    return (df.select(F.col(p).alias("p"), F.inline(F.array(j)))
-            .where((F.col("v") == 1) & (F.col("type") == kind))
-            .select("p", F.coalesce("epoch", F.lit(0)).alias("epoch"), "watermark", "acked", "ranges"))
+    return (
+        df.select(F.col(p).alias("p"), F.inline(F.array(j)))
+        .where((F.col("v") == 1) & (F.col("type") == kind))
+        .select("p", F.coalesce("epoch", F.lit(0)).alias("epoch"), "watermark", "acked", "ranges")
+    )
 
 
 def _json(value: Column) -> Column:
@@ -119,8 +144,11 @@ def _as_checkpoints(records: DataFrame) -> DataFrame:
     complete = F.col("head.watermark").isNotNull() & F.col("head.acked").isNotNull()
     j = F.when(complete, F.col("head")).otherwise(_json(F.col("value")))
     return _decoded(heads, "partition", j, "checkpoint").select(
-        F.col("p").alias("ack_p"), F.col("epoch").alias("ack_epoch"),
-        F.col("watermark").alias("ack_watermark"), "acked")
+        F.col("p").alias("ack_p"),
+        F.col("epoch").alias("ack_epoch"),
+        F.col("watermark").alias("ack_watermark"),
+        "acked",
+    )
 
 
 def read(spark: SparkSession, sub: Subscription, conn: KafkaConnection, snapshot: bool = False) -> AckState:
@@ -135,8 +163,9 @@ def read(spark: SparkSession, sub: Subscription, conn: KafkaConnection, snapshot
     return _state(checkpoints, live.where(F.col("cmd").isNotNull()).select("p", "cmd"))
 
 
-def read_snapshot(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
-                  seek_wait: float = SEEK_WAIT) -> AckState:
+def read_snapshot(
+    spark: SparkSession, sub: Subscription, conn: KafkaConnection, seek_wait: float = SEEK_WAIT
+) -> AckState:
     """The acknowledged offsets of now, fixed. The driver reads each log partition's current
     checkpoint and the commands written since the log offset it names (librdkafka, a handful of
     records), folds their acks into ranges above the watermark, and hands Spark one row per
@@ -144,14 +173,17 @@ def read_snapshot(spark: SparkSession, sub: Subscription, conn: KafkaConnection,
     deadline = time.monotonic() + seek_wait
     while True:
         with ThreadPoolExecutor(max(1, min(8, sub.partitions))) as pool:
-            tails = list(pool.map(lambda p: driver.log_tail(conn, sub.log_topic, p, sub.epoch),
-                                  range(sub.partitions)))
+            tails = list(
+                pool.map(lambda p: driver.log_tail(conn, sub.log_topic, p, sub.epoch), range(sub.partitions))
+            )
         missing = [p for p, t in enumerate(tails) if t.checkpoint is None]
         if sub.epoch == 0 or not missing:
             break
         if time.monotonic() > deadline:  # a Seek writes its checkpoints just after the epoch
-            raise RuntimeError(f"{sub.name}: no checkpoint of epoch {sub.epoch} in partitions {missing}; "
-                               "a Seek may have failed half-way, seek again")
+            raise RuntimeError(
+                f"{sub.name}: no checkpoint of epoch {sub.epoch} in partitions {missing}; "
+                "a Seek may have failed half-way, seek again"
+            )
         time.sleep(0.2)
     acked = [list(_acked(t, sub.epoch)) for t in tails]
     rows = [(p, sub.epoch, t.watermark, json.dumps(acked[p])) for p, t in enumerate(tails)]
@@ -193,14 +225,19 @@ def _state(checkpoints: DataFrame, commands: DataFrame) -> AckState:
     (p, cmd): the acked ranges above each watermark, bucketed."""
     positions = checkpoints.drop("acked")
     from_checkpoints = checkpoints.select("ack_p", "ack_watermark", F.explode("acked").alias("r"))
-    from_commands = (_decoded(commands, "p", _json(F.col("cmd")), "ack")
-                     .select("p", "epoch", F.explode("ranges").alias("r"))
-                     .join(positions, (F.col("p") == F.col("ack_p")) & (F.col("epoch") == F.col("ack_epoch")))
-                     .select("ack_p", "ack_watermark", "r"))
-    ranges = (from_checkpoints.unionByName(from_commands)
-              .select("ack_p", F.greatest(F.col("r")[0], F.col("ack_watermark")).alias("s"),
-                      F.col("r")[1].alias("e"))
-              .where(F.col("s") < F.col("e")))
+    from_commands = (
+        _decoded(commands, "p", _json(F.col("cmd")), "ack")
+        .select("p", "epoch", F.explode("ranges").alias("r"))
+        .join(positions, (F.col("p") == F.col("ack_p")) & (F.col("epoch") == F.col("ack_epoch")))
+        .select("ack_p", "ack_watermark", "r")
+    )
+    ranges = (
+        from_checkpoints.unionByName(from_commands)
+        .select(
+            "ack_p", F.greatest(F.col("r")[0], F.col("ack_watermark")).alias("s"), F.col("r")[1].alias("e")
+        )
+        .where(F.col("s") < F.col("e"))
+    )
     return _bucketed(positions, ranges)
 
 
@@ -217,7 +254,8 @@ def _bucketed(positions: DataFrame, ranges: DataFrame) -> AckState:
     cut = ranges.select(
         "ack_p",
         F.when(has_whole, _seq(first, last)).otherwise(F.array().cast("array<bigint>")).alias("whole"),
-        F.when(has_whole, F.concat(_seq(s, first * b), _seq(last * b, e))).otherwise(_seq(s, e))
+        F.when(has_whole, F.concat(_seq(s, first * b), _seq(last * b, e)))
+        .otherwise(_seq(s, e))
         .alias("ragged"),
     )
     offsets = cut.select("ack_p", F.explode("ragged").alias("ack_offset"))
@@ -225,21 +263,25 @@ def _bucketed(positions: DataFrame, ranges: DataFrame) -> AckState:
     return AckState(positions, offsets, buckets)
 
 
-def exclude_acked(records: DataFrame, state: AckState, broadcast: bool = True,
-                  below_watermark: bool = True) -> DataFrame:
+def exclude_acked(
+    records: DataFrame, state: AckState, broadcast: bool = True, below_watermark: bool = True
+) -> DataFrame:
     """`records` (Kafka source rows: partition, offset, ...) minus the acknowledged ones;
     `below_watermark=False` when the read starts at the watermarks of this very state."""
+
     def side(df: DataFrame) -> DataFrame:
         return F.broadcast(df) if broadcast else df
 
     part, off = F.col("partition"), F.col("offset")
     out = records
     if below_watermark:
-        out = out.join(side(state.positions),
-                       (part == F.col("ack_p")) & (off < F.col("ack_watermark")), "left_anti")
+        out = out.join(
+            side(state.positions), (part == F.col("ack_p")) & (off < F.col("ack_watermark")), "left_anti"
+        )
     out = out.join(side(state.offsets), (part == F.col("ack_p")) & (off == F.col("ack_offset")), "left_anti")
     if not state.any_buckets:
         return out
     bucket = F.floor(off / F.lit(BUCKET))
-    return out.join(side(state.buckets), (part == F.col("ack_p")) & (bucket == F.col("ack_bucket")),
-                    "left_anti")
+    return out.join(
+        side(state.buckets), (part == F.col("ack_p")) & (bucket == F.col("ack_bucket")), "left_anti"
+    )

@@ -32,20 +32,40 @@ def commands(df: DataFrame, epoch: int, writer: str) -> DataFrame:
     """(partition, key, value) of the `ack` commands covering the (partition, offset) of `df`."""
     offsets = df.select(F.col("partition").cast("int").alias("p"), F.col("offset").cast("bigint").alias("o"))
     by_offset = Window.partitionBy("p").orderBy("o")
-    ranges = (offsets.withColumn("island", F.col("o") - F.dense_rank().over(by_offset))
-              .groupBy("p", "island").agg(F.min("o").alias("s"), (F.max("o") + 1).alias("e")))
+    ranges = (
+        offsets.withColumn("island", F.col("o") - F.dense_rank().over(by_offset))
+        .groupBy("p", "island")
+        .agg(F.min("o").alias("s"), (F.max("o") + 1).alias("e"))
+    )
     by_start = Window.partitionBy("p").orderBy("s")
-    chunks = (ranges.withColumn("seq", F.floor((F.row_number().over(by_start) - 1) / F.lit(MAX_RANGES)))
-              .groupBy("p", "seq").agg(F.sort_array(F.collect_list(F.array("s", "e"))).alias("ranges")))
-    value = F.to_json(F.struct(F.lit(1).alias("v"), F.lit("ack").alias("type"), F.col("p"),
-                               F.lit(epoch).cast("bigint").alias("epoch"), F.col("ranges")))
+    chunks = (
+        ranges.withColumn("seq", F.floor((F.row_number().over(by_start) - 1) / F.lit(MAX_RANGES)))
+        .groupBy("p", "seq")
+        .agg(F.sort_array(F.collect_list(F.array("s", "e"))).alias("ranges"))
+    )
+    value = F.to_json(
+        F.struct(
+            F.lit(1).alias("v"),
+            F.lit("ack").alias("type"),
+            F.col("p"),
+            F.lit(epoch).cast("bigint").alias("epoch"),
+            F.col("ranges"),
+        )
+    )
     key = F.concat_ws(".", F.lit("e"), F.col("p"), F.lit(writer), F.col("seq"))
     return chunks.select(F.col("p").alias("partition"), key.alias("key"), value.alias("value"))
 
 
-def ack(df: DataFrame, subscription: str, bootstrap: str | KafkaConnection,
-        internal_prefix: str = DEFAULT_PREFIX, *, kafka_settings: Mapping[str, str] | None = None,
-        epoch: int | None = None, writer: str | None = None) -> None:
+def ack(
+    df: DataFrame,
+    subscription: str,
+    bootstrap: str | KafkaConnection,
+    internal_prefix: str = DEFAULT_PREFIX,
+    *,
+    kafka_settings: Mapping[str, str] | None = None,
+    epoch: int | None = None,
+    writer: str | None = None,
+) -> None:
     """Acknowledge every message of `df` (a batch DataFrame with `partition` and `offset`
     columns, e.g. from `read_backlog`, or the batch of a `foreachBatch`) for `subscription`.
 

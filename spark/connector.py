@@ -21,8 +21,12 @@ SPARK_VERSION = "4.0.0"
 """Must match ``spark.version`` in connector-pom.xml and the pyspark pin in pyproject.toml."""
 PACKAGE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}"
 # The connector's own jars; lz4, snappy, zstd, slf4j and scala come with Spark itself.
-ARTIFACTS = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13", "kafka-clients",
-             "commons-pool2")
+ARTIFACTS = (
+    "spark-sql-kafka-0-10_2.13",
+    "spark-token-provider-kafka-0-10_2.13",
+    "kafka-clients",
+    "commons-pool2",
+)
 _POM = Path(__file__).resolve().parent / "connector-pom.xml"
 
 
@@ -33,8 +37,12 @@ def jars(cache: Path | None = None) -> list[Path]:
     return resolve(home, "jars", digest, _POM, [f"-DincludeArtifactIds={','.join(ARTIFACTS)}"], PACKAGE)
 
 
-def builder(app_name: str = "pubsub-gateway", master: str | None = "local[2]",
-            driver_memory: str = "1g", cache: Path | None = None) -> Any:
+def builder(
+    app_name: str = "pubsub-gateway",
+    master: str | None = "local[2]",
+    driver_memory: str = "1g",
+    cache: Path | None = None,
+) -> Any:
     """A `SparkSession.Builder` with the Kafka connector on the classpath.
 
     `master=None` leaves the master to spark-submit. Small-machine defaults: few shuffle
@@ -47,12 +55,14 @@ def builder(app_name: str = "pubsub-gateway", master: str | None = "local[2]",
     b = SparkSession.builder.appName(app_name)
     if master is not None:
         b = b.master(master)
-    return (b.config("spark.jars", ",".join(str(j) for j in jars(cache)))
-            .config("spark.driver.memory", driver_memory)
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.kafka.consumer.cache.capacity", "8")
-            .config("spark.kafka.consumer.cache.timeout", "30s")
-            .config("spark.kafka.consumer.fetchedData.cache.timeout", "30s"))
+    return (
+        b.config("spark.jars", ",".join(str(j) for j in jars(cache)))
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.kafka.consumer.cache.capacity", "8")
+        .config("spark.kafka.consumer.cache.timeout", "30s")
+        .config("spark.kafka.consumer.fetchedData.cache.timeout", "30s")
+    )

@@ -27,12 +27,19 @@ def consumer(conn: KafkaConnection, group: str | None = None) -> Iterator[Any]:
     """A read_committed consumer that never joins its group nor commits."""
     from confluent_kafka import Consumer
 
-    c = Consumer({
-        "bootstrap.servers": conn.bootstrap, "log_level": 0, "enable.auto.commit": False,
-        "group.id": group or f"spark-reader-{uuid.uuid4().hex[:8]}", "isolation.level": "read_committed",
-        "enable.partition.eof": True, "fetch.wait.max.ms": 20, **conn.driver_settings(),
-        "allow.auto.create.topics": False,  # a lookup of a deleted topic must not re-create it
-    })
+    c = Consumer(
+        {
+            "bootstrap.servers": conn.bootstrap,
+            "log_level": 0,
+            "enable.auto.commit": False,
+            "group.id": group or f"spark-reader-{uuid.uuid4().hex[:8]}",
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "fetch.wait.max.ms": 20,
+            **conn.driver_settings(),
+            "allow.auto.create.topics": False,  # a lookup of a deleted topic must not re-create it
+        }
+    )
     try:
         yield c
     finally:
@@ -43,8 +50,10 @@ def end_offsets(c: Any, topic: str, partitions: int) -> dict[int, int]:
     """Each partition's end for read_committed readers (the last stable offset)."""
     from confluent_kafka import TopicPartition
 
-    return {p: int(c.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT)[1])
-            for p in range(partitions)}
+    return {
+        p: int(c.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT)[1])
+        for p in range(partitions)
+    }
 
 
 def committed_offsets(c: Any, topic: str, partitions: int) -> dict[int, int]:
@@ -72,8 +81,10 @@ def latest_value(conn: KafkaConnection, topic: str, key: bytes) -> tuple[bool, b
         while time.monotonic() < deadline:
             for m in c.consume(1000, timeout=0.05):
                 error = m.error()
-                if error is not None and error.code() in (KafkaError._PARTITION_EOF,
-                                                          KafkaError.UNKNOWN_TOPIC_OR_PART):
+                if error is not None and error.code() in (
+                    KafkaError._PARTITION_EOF,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                ):
                     return found, value
                 if error is None and m.key() == key:
                     found, value = True, m.value()
@@ -92,8 +103,12 @@ class LogTail:
 
 
 def _librdkafka(conn: KafkaConnection) -> dict[str, str | int | bool]:
-    return {"bootstrap.servers": conn.bootstrap, "isolation.level": "read_committed", "log_level": 0,
-            **conn.driver_settings()}
+    return {
+        "bootstrap.servers": conn.bootstrap,
+        "isolation.level": "read_committed",
+        "log_level": 0,
+        **conn.driver_settings(),
+    }
 
 
 def log_tail(conn: KafkaConnection, log_topic: str, partition: int, epoch: int) -> LogTail:
@@ -125,6 +140,9 @@ def log_tail(conn: KafkaConnection, log_topic: str, partition: int, epoch: int) 
         start, watermark = max(low, cp.log_offset), cp.watermark
     if start < upper:
         read = read_to_end(config, log_topic, partition, 6 * TIMEOUT, start=start, end=upper) + read
-    commands = [v for o, k, v in read
-                if o >= start and k is not None and v is not None and logformat.is_command_key(k)]
+    commands = [
+        v
+        for o, k, v in read
+        if o >= start and k is not None and v is not None and logformat.is_command_key(k)
+    ]
     return LogTail(checkpoint, watermark, commands)

@@ -55,8 +55,7 @@ class BatchFiles:
     def write(self, df: DataFrame, batch_id: int) -> int:
         """Write the batch's files and commit them; returns how many files."""
         staging = self._path("_staging", f"batch-{batch_id}")
-        (df.write.mode("overwrite").partitionBy("publish_date")
-         .parquet(str(staging.toString())))
+        (df.write.mode("overwrite").partitionBy("publish_date").parquet(str(staging.toString())))
         self._remove_final(batch_id)
         files = self._fs.globStatus(self._Path(staging, "publish_date=*/*.parquet")) or []
         paths = sorted((f.getPath() for f in files), key=lambda p: str(p.toString()))
@@ -94,8 +93,13 @@ class Exporter:
             done = self.files.committed(batch_id)
             files = 0 if done else self.files.write(batch, batch_id)
             ack(batch, self.subscription, self.conn, self.prefix)
-            log.info("batch %d: %d messages, %d files%s, acknowledged", batch_id, rows, files,
-                     " (committed before)" if done else "")
+            log.info(
+                "batch %d: %d messages, %d files%s, acknowledged",
+                batch_id,
+                rows,
+                files,
+                " (committed before)" if done else "",
+            )
             print(f"BATCH {batch_id} rows={rows} files={files}", flush=True)
         finally:
             batch.unpersist()
@@ -111,14 +115,27 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--once", action="store_true", help="export what is there now, then stop")
     p.add_argument("--internal-prefix", default=DEFAULT_PREFIX, help="the gateway's --internal-prefix")
     p.add_argument("--max-per-batch", type=int, help="at most this many records per micro-batch")
-    p.add_argument("--kafka-setting", action="append", default=[], metavar="KEY=VALUE",
-                   help="a Kafka client setting for Spark (repeatable), e.g. security.protocol=SSL")
-    p.add_argument("--librdkafka-setting", action="append", default=[], metavar="KEY=VALUE",
-                   help="a setting of the driver's own reads (librdkafka; repeatable), if any is "
-                        "given; else the --kafka-setting ones. SASL logins need them: Java's "
-                        "sasl.jaas.config is librdkafka's sasl.username and sasl.password")
-    p.add_argument("--master", default="local[2]",
-                   help="Spark master when run with python -m (ignored under spark-submit)")
+    p.add_argument(
+        "--kafka-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Kafka client setting for Spark (repeatable), e.g. security.protocol=SSL",
+    )
+    p.add_argument(
+        "--librdkafka-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the driver's own reads (librdkafka; repeatable), if any is "
+        "given; else the --kafka-setting ones. SASL logins need them: Java's "
+        "sasl.jaas.config is librdkafka's sasl.username and sasl.password",
+    )
+    p.add_argument(
+        "--master",
+        default="local[2]",
+        help="Spark master when run with python -m (ignored under spark-submit)",
+    )
     p.add_argument("--driver-memory", default="1g")
     return p.parse_args(argv)
 
@@ -136,13 +153,15 @@ def run(args: argparse.Namespace) -> None:
     spark = session(args)
     spark.sparkContext.setLogLevel("WARN")
     driver = dict(s.split("=", 1) for s in args.librdkafka_setting)
-    conn = KafkaConnection(args.bootstrap, dict(s.split("=", 1) for s in args.kafka_setting),
-                           driver or None)
+    conn = KafkaConnection(args.bootstrap, dict(s.split("=", 1) for s in args.kafka_setting), driver or None)
     options = {"maxOffsetsPerTrigger": str(args.max_per_batch)} if args.max_per_batch else {}
     stream = read_stream(spark, args.subscription, conn, args.internal_prefix, options=options)
     exporter = Exporter(BatchFiles(spark, args.output), args.subscription, conn, args.internal_prefix)
-    writer = (stream.writeStream.foreachBatch(exporter)
-              .option("checkpointLocation", args.checkpoint).queryName("pubsub-export"))
+    writer = (
+        stream.writeStream.foreachBatch(exporter)
+        .option("checkpointLocation", args.checkpoint)
+        .queryName("pubsub-export")
+    )
     if args.once:
         writer = writer.trigger(availableNow=True)
     else:

@@ -34,8 +34,10 @@ def _entry(name: Column, value: Column) -> Column:
 def _header_entry(h: Column) -> Column:
     raw = h["value"]
     text = raw.isNull() | _utf8(raw)
-    return _entry(F.when(text, h["key"]).otherwise(F.concat(h["key"], F.lit("-base64"))),
-                  F.when(raw.isNull(), F.lit("")).when(text, raw.cast("string")).otherwise(_base64(raw)))
+    return _entry(
+        F.when(text, h["key"]).otherwise(F.concat(h["key"], F.lit("-base64"))),
+        F.when(raw.isNull(), F.lit("")).when(text, raw.cast("string")).otherwise(_base64(raw)),
+    )
 
 
 def _ordering_key_ok(key: Column) -> Column:
@@ -49,8 +51,10 @@ def _general(headers: Column, key: Column, odd_key: Column) -> Column:
     from_headers = F.coalesce(F.transform(headers, _header_entry), empty)
     from_key = F.when(odd_key, F.array(_entry(F.lit(KEY_ATTRIBUTE), _base64(key)))).otherwise(empty)
     entries = F.concat(from_headers, from_key)
-    last = F.filter(entries, lambda x, i: ~F.exists(F.slice(entries, i + 2, F.size(entries) + 1),
-                                                    lambda y: y["k"] == x["k"]))
+    last = F.filter(
+        entries,
+        lambda x, i: ~F.exists(F.slice(entries, i + 2, F.size(entries) + 1), lambda y: y["k"] == x["k"]),
+    )
     return F.map_from_entries(last)
 
 
@@ -63,7 +67,8 @@ def _plain(headers: Column) -> tuple[Column, Column]:
     not_utf8 = F.lit(b"\xff").cast("string")
     applies = headers.isNull() | (
         ((n < 2) | (F.size(F.array_distinct(names)) == n))
-        & F.is_valid_utf8(F.call_function("array_join", texts, F.lit("\n"), not_utf8)))
+        & F.is_valid_utf8(F.call_function("array_join", texts, F.lit("\n"), not_utf8))
+    )
     empty = F.create_map().cast("map<string,string>")
     return applies, F.coalesce(F.map_from_arrays(names, texts), empty)
 

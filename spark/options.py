@@ -28,18 +28,23 @@ class KafkaConnection:
         once committed; records lost to retention or compaction are skipped, not an error; a
         short fetch wait, as a task's last fetch at the end of a partition would otherwise idle
         for the broker's default 500 ms."""
-        return {"kafka.isolation.level": "read_committed", "failOnDataLoss": "false",
-                "kafka.fetch.max.wait.ms": "50", **self.sink(),
-                # Java consumers default to asking for auto-creation: a subscription whose topic
-                # was deleted must not bring it back with the broker's partition count.
-                "kafka.allow.auto.create.topics": "false"}
+        return {
+            "kafka.isolation.level": "read_committed",
+            "failOnDataLoss": "false",
+            "kafka.fetch.max.wait.ms": "50",
+            **self.sink(),
+            # Java consumers default to asking for auto-creation: a subscription whose topic
+            # was deleted must not bring it back with the broker's partition count.
+            "kafka.allow.auto.create.topics": "false",
+        }
 
     def driver_settings(self) -> dict[str, str]:
         return dict(self.settings if self.librdkafka is None else self.librdkafka)
 
 
-def connection(bootstrap: str | KafkaConnection, settings: Mapping[str, str] | None = None
-               ) -> KafkaConnection:
+def connection(
+    bootstrap: str | KafkaConnection, settings: Mapping[str, str] | None = None
+) -> KafkaConnection:
     if isinstance(bootstrap, KafkaConnection):
         return bootstrap
     return KafkaConnection(bootstrap, dict(settings or {}))

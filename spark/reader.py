@@ -29,8 +29,9 @@ def start_offsets(sub: Subscription, state: acklog.AckState, committed: Mapping[
     return starts
 
 
-def _offsets(sub: Subscription, conn: KafkaConnection, use_committed: bool) -> tuple[dict[int, int],
-                                                                                     dict[int, int]]:
+def _offsets(
+    sub: Subscription, conn: KafkaConnection, use_committed: bool
+) -> tuple[dict[int, int], dict[int, int]]:
     """(committed, end) offsets of the subscription's topic, from the driver."""
     with driver.consumer(conn, sub.group_id) as c:
         committed = driver.committed_offsets(c, sub.kafka_topic, sub.partitions) if use_committed else {}
@@ -50,9 +51,16 @@ def _source(sub: Subscription, conn: KafkaConnection, starts: Mapping[int, int])
     }
 
 
-def read_backlog(spark: SparkSession, subscription: str, bootstrap: str | KafkaConnection,
-                 internal_prefix: str = DEFAULT_PREFIX, *, kafka_settings: Mapping[str, str] | None = None,
-                 broadcast_acks: bool = True, use_committed: bool = True) -> DataFrame:
+def read_backlog(
+    spark: SparkSession,
+    subscription: str,
+    bootstrap: str | KafkaConnection,
+    internal_prefix: str = DEFAULT_PREFIX,
+    *,
+    kafka_settings: Mapping[str, str] | None = None,
+    broadcast_acks: bool = True,
+    use_committed: bool = True,
+) -> DataFrame:
     """The messages of `subscription` not acknowledged when this is called (including those
     leased to a subscriber right now), as a DataFrame that returns the same rows on every action:
     the ack state is read once here and the read ends at each partition's end offset of now.
@@ -64,15 +72,26 @@ def read_backlog(spark: SparkSession, subscription: str, bootstrap: str | KafkaC
     state = acklog.read(spark, sub, conn, snapshot=True)
     committed, ends = _offsets(sub, conn, use_committed)
     starts = {p: min(o, ends[p]) if o >= 0 else o for p, o in start_offsets(sub, state, committed).items()}
-    records = (spark.read.format("kafka").options(**_source(sub, conn, starts))
-               .option("endingOffsets", _per_partition(sub.kafka_topic, ends)).load())
+    records = (
+        spark.read.format("kafka")
+        .options(**_source(sub, conn, starts))
+        .option("endingOffsets", _per_partition(sub.kafka_topic, ends))
+        .load()
+    )
     return pubsub_view(acklog.exclude_acked(records, state, broadcast_acks, below_watermark=False))
 
 
-def read_stream(spark: SparkSession, subscription: str, bootstrap: str | KafkaConnection,
-                internal_prefix: str = DEFAULT_PREFIX, *, kafka_settings: Mapping[str, str] | None = None,
-                options: Mapping[str, str] | None = None, broadcast_acks: bool = True,
-                use_committed: bool = True) -> DataFrame:
+def read_stream(
+    spark: SparkSession,
+    subscription: str,
+    bootstrap: str | KafkaConnection,
+    internal_prefix: str = DEFAULT_PREFIX,
+    *,
+    kafka_settings: Mapping[str, str] | None = None,
+    options: Mapping[str, str] | None = None,
+    broadcast_acks: bool = True,
+    use_committed: bool = True,
+) -> DataFrame:
     """The subscription's records as a structured stream, from its watermarks onward.
 
     A new query starts at each partition's watermark (a restarted query continues from its

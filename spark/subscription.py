@@ -35,9 +35,13 @@ class Subscription:
     @staticmethod
     def from_meta(name: str, meta: dict[str, Any]) -> Subscription:
         return Subscription(
-            name=name, kafka_topic=str(meta["kafka_topic"]), partitions=int(meta["partitions"]),
-            log_topic=str(meta["log_topic"]), group_id=str(meta["group_id"]),
-            epoch=int(meta.get("epoch", 0)), detached=bool(meta.get("detached", False)),
+            name=name,
+            kafka_topic=str(meta["kafka_topic"]),
+            partitions=int(meta["partitions"]),
+            log_topic=str(meta["log_topic"]),
+            group_id=str(meta["group_id"]),
+            epoch=int(meta.get("epoch", 0)),
+            detached=bool(meta.get("detached", False)),
         )
 
 

@@ -37,8 +37,9 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # Kafka's stock settings (topics auto-created on metadata requests, a 3 s initial rebalance
     # delay, a 6 s minimum session timeout): the gateway meets brokers as users run them.
     # PUBSUB_GATEWAY_TEST_KAFKA_VERSION runs another version (make test-kafka-versions).
-    with LocalKafka(data_dir=tmp_path_factory.mktemp("kafka"), heap_mb=512, profile=STOCK,
-                    version=kafka_version()) as kafka:
+    with LocalKafka(
+        data_dir=tmp_path_factory.mktemp("kafka"), heap_mb=512, profile=STOCK, version=kafka_version()
+    ) as kafka:
         yield kafka.bootstrap
 
 

@@ -44,10 +44,27 @@ class GatewayProcess:
         log_path = self.log_dir / f"gateway-{self.prefix}-{id(self):x}-{self._starts}.log"
         self.log_paths.append(log_path)
         cmd = [
-            sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0",
-            "--kafka-bootstrap", self.bootstrap, "--internal-prefix", self.prefix,
-            "--session-timeout-ms", "6000", "--checkpoint-interval-seconds", "0.5",
-            "--pull-max-wait-seconds", "2", "--log-level", "INFO", *self.extra,
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            "--port",
+            "0",
+            "--rest-port",
+            "0",
+            "--kafka-bootstrap",
+            self.bootstrap,
+            "--internal-prefix",
+            self.prefix,
+            "--session-timeout-ms",
+            "6000",
+            "--checkpoint-interval-seconds",
+            "0.5",
+            "--pull-max-wait-seconds",
+            "2",
+            "--log-level",
+            "INFO",
+            *self.extra,
         ]
         with open(log_path, "wb") as log_file:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)

@@ -25,8 +25,9 @@ Acl = tuple[str, str, str, str]  # resource type, name, pattern type, operation
 @contextlib.contextmanager
 def secured_kafka(data_dir: Path, users: dict[str, str]) -> Iterator[LocalKafka]:
     """One secured node with Kafka's stock settings, and SCRAM logins for `users`."""
-    with LocalKafka(data_dir=data_dir, heap_mb=384, profile=STOCK, version=kafka_version(),
-                    secured=True) as broker:
+    with LocalKafka(
+        data_dir=data_dir, heap_mb=384, profile=STOCK, version=kafka_version(), secured=True
+    ) as broker:
         for user, password in users.items():
             broker.add_user(user, password)
         yield broker
@@ -44,19 +45,32 @@ def kafka_config_args(kafka: LocalKafka, user: str, password: str) -> list[str]:
 def acls_of(kafka: LocalKafka, principal: str) -> set[Acl]:
     """Every ACL of the principal on the cluster."""
     admin = AdminClient(kafka.admin_config())
-    found = admin.describe_acls(AclBindingFilter(
-        KafkaResource.ANY, None, PatternType.ANY, principal, None, AclOperation.ANY,
-        AclPermissionType.ANY)).result(30)
+    found = admin.describe_acls(
+        AclBindingFilter(
+            KafkaResource.ANY, None, PatternType.ANY, principal, None, AclOperation.ANY, AclPermissionType.ANY
+        )
+    ).result(30)
     return {(b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name) for b in found}
 
 
 def expected(grants: list[acls.Grant]) -> set[Acl]:
     """The ACLs the grants make."""
-    kinds = {acls.TOPIC: "TOPIC", acls.GROUP: "GROUP", acls.TRANSACTIONAL_ID: "TRANSACTIONAL_ID",
-             acls.CLUSTER: "BROKER"}
-    return {(kinds[g.resource], "kafka-cluster" if g.resource == acls.CLUSTER else g.name,
-             "PREFIXED" if g.prefixed else "LITERAL", op)
-            for g in grants for op in g.operations}
+    kinds = {
+        acls.TOPIC: "TOPIC",
+        acls.GROUP: "GROUP",
+        acls.TRANSACTIONAL_ID: "TRANSACTIONAL_ID",
+        acls.CLUSTER: "BROKER",
+    }
+    return {
+        (
+            kinds[g.resource],
+            "kafka-cluster" if g.resource == acls.CLUSTER else g.name,
+            "PREFIXED" if g.prefixed else "LITERAL",
+            op,
+        )
+        for g in grants
+        for op in g.operations
+    }
 
 
 def await_acls(kafka: LocalKafka, principal: str, want: set[Acl]) -> None:

@@ -44,8 +44,9 @@ def sent_at(data: bytes) -> float:
     return float(_STAMP.unpack_from(data)[0])
 
 
-def watermarks(consumer: confluent_kafka.Consumer, tp: confluent_kafka.TopicPartition,
-               timeout: float = 30.0) -> tuple[int, int]:
+def watermarks(
+    consumer: confluent_kafka.Consumer, tp: confluent_kafka.TopicPartition, timeout: float = 30.0
+) -> tuple[int, int]:
     """(low, high) of a partition, waiting while a new topic's leader is being elected."""
     deadline = time.monotonic() + timeout
     while True:

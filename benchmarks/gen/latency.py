@@ -43,8 +43,9 @@ def raw_sender(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def raw_receiver(args: dict[str, Any]) -> dict[str, Any]:
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": args["bootstrap"], "group.id": args["group"],
-                                         "enable.auto.commit": False})
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": args["bootstrap"], "group.id": args["group"], "enable.auto.commit": False}
+    )
     meta = consumer.list_topics(args["topic"], timeout=30).topics[args["topic"]]
     tps = [confluent_kafka.TopicPartition(args["topic"], p) for p in meta.partitions]
     for tp in tps:
@@ -83,8 +84,9 @@ def gw_sender(args: dict[str, Any]) -> dict[str, Any]:
         n = _due(t0, rate, sent, total)
         if n > 0:
             msgs = [pb.PubsubMessage(data=payload(t0 + (sent + i) / rate)) for i in range(n)]
-            futures.append(stub.Publish.future(pb.PublishRequest(topic=args["topic"], messages=msgs),
-                                               timeout=60))
+            futures.append(
+                stub.Publish.future(pb.PublishRequest(topic=args["topic"], messages=msgs), timeout=60)
+            )
             sent += n
         time.sleep(max(0.0, t0 + sent / rate + TICK - time.time()))
     published = sum(len(f.result().message_ids) for f in futures)
@@ -111,8 +113,9 @@ def gw_receiver(args: dict[str, Any]) -> dict[str, Any]:
             if resp is None or not resp.received_messages:
                 continue
             ids = [m.ack_id for m in resp.received_messages]
-            ack = stub.Acknowledge.future(pb.AcknowledgeRequest(subscription=args["subscription"],
-                                                                ack_ids=ids), timeout=60)
+            ack = stub.Acknowledge.future(
+                pb.AcknowledgeRequest(subscription=args["subscription"], ack_ids=ids), timeout=60
+            )
             with lock:
                 lat.extend(now - sent_at(m.message.data) for m in resp.received_messages)
                 acks.append(ack)
@@ -134,8 +137,9 @@ def gw_stream_receiver(args: dict[str, Any]) -> dict[str, Any]:
     """One StreamingPull stream (max 1000 outstanding), acking each response on the stream."""
     channel, pb, stub = subscriber_stubs(args["address"])
     later: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    first = pb.StreamingPullRequest(subscription=args["subscription"], stream_ack_deadline_seconds=60,
-                                    max_outstanding_messages=1000)
+    first = pb.StreamingPullRequest(
+        subscription=args["subscription"], stream_ack_deadline_seconds=60, max_outstanding_messages=1000
+    )
     stream = stub.StreamingPull(requests_from(first, later))
     lat: list[float] = []
     wait_until(args["start_at"])

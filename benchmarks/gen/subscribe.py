@@ -27,12 +27,16 @@ def raw_consume(args: dict[str, Any]) -> dict[str, Any]:
     split them) from the beginning, committing to `group` after every batch, until the records
     there when it started (at most `max_count`) are read. The window starts at start_at, when the
     partitions are assigned; connecting and looking up the partitions happen before."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": args["bootstrap"], "group.id": args["group"], "enable.auto.commit": False,
-    })
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": args["bootstrap"],
+            "group.id": args["group"],
+            "enable.auto.commit": False,
+        }
+    )
     topic = args["topic"]
     parts = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-    mine = parts[args.get("index", 0)::args.get("procs", 1)]
+    mine = parts[args.get("index", 0) :: args.get("procs", 1)]
     tps = [confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING) for p in mine]
     marks = [watermarks(consumer, tp) for tp in tps]
     target = min(args.get("max_count", 1 << 62), sum(high - low for low, high in marks))
@@ -78,8 +82,9 @@ def gw_pull_ack(args: dict[str, Any]) -> dict[str, Any]:
     pull_s: list[float] = []
     while empty < args.get("idle_pulls", 2) and add_shared(0) < expected and time.time() < end:
         started = time.time()
-        resp = pull_unless_done(stub, request, args.get("pull_timeout", 2.0),
-                                expected if args.get("cancel", True) else 1 << 62)
+        resp = pull_unless_done(
+            stub, request, args.get("pull_timeout", 2.0), expected if args.get("cancel", True) else 1 << 62
+        )
         if ack is not None:
             ack.result()
             ack = None
@@ -97,8 +102,15 @@ def gw_pull_ack(args: dict[str, Any]) -> dict[str, Any]:
         ack.result()
         t1 = time.time()
     channel.close()
-    return result(count, t0, t1, cpu0, pulls=len(pull_s), pull_p50_ms=percentiles(pull_s)["p50_ms"],
-                  pull_p99_ms=percentiles(pull_s)["p99_ms"])
+    return result(
+        count,
+        t0,
+        t1,
+        cpu0,
+        pulls=len(pull_s),
+        pull_p50_ms=percentiles(pull_s)["p50_ms"],
+        pull_p99_ms=percentiles(pull_s)["p99_ms"],
+    )
 
 
 def pull_unless_done(stub: Any, request: Any, timeout: float, expected: int) -> Any | None:
@@ -129,8 +141,11 @@ def gw_streaming(args: dict[str, Any]) -> dict[str, Any]:
     after `idle_s` without a message."""
     channel, pb, stub = subscriber_stubs(args["address"])
     later: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    first = pb.StreamingPullRequest(subscription=args["subscription"], stream_ack_deadline_seconds=60,
-                                    max_outstanding_messages=args.get("max_outstanding", 1000))
+    first = pb.StreamingPullRequest(
+        subscription=args["subscription"],
+        stream_ack_deadline_seconds=60,
+        max_outstanding_messages=args.get("max_outstanding", 1000),
+    )
     wait_until(args["start_at"])
     cpu0, t0 = time.process_time(), time.time()
     stream = stub.StreamingPull(requests_from(first, later), timeout=args["deadline_s"])
@@ -169,9 +184,14 @@ def _watchdog(stream: Any, last: list[float], idle_s: float, expected: int, stop
 def gw_official(args: dict[str, Any]) -> dict[str, Any]:
     """The official subscriber, in a fresh process: this one has imported the gateway's own
     generated protos, which clash with the client's in protobuf's default descriptor pool."""
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.gen.official", json.dumps(args)],
-                          capture_output=True, text=True, timeout=args["deadline_s"] + 60, check=False,
-                          cwd=Path(__file__).resolve().parents[2])
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.gen.official", json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=args["deadline_s"] + 60,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"the official subscriber failed:\n{proc.stderr[-3000:]}")
     out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])

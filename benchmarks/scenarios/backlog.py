@@ -47,8 +47,11 @@ def _one(bench: Bench, mode: Mode, size: int) -> list[Row]:
     assert before is not None and after is not None
     row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
     row.extra = {
-        "backlog": size, "fill_msgs_per_s": round(fill_rate), "first_pull_s": round(first_s, 2),
-        "rss_before_mb": round(before.rss_mb), "rss_after_mb": round(after.rss_mb),
+        "backlog": size,
+        "fill_msgs_per_s": round(fill_rate),
+        "first_pull_s": round(first_s, 2),
+        "rss_before_mb": round(before.rss_mb),
+        "rss_after_mb": round(after.rss_mb),
         **{k: log[k] for k in ("partitions", "records", "live_keys", "live_bytes")},
         **row.extra,
     }
@@ -56,16 +59,24 @@ def _one(bench: Bench, mode: Mode, size: int) -> list[Row]:
 
 
 def _pull(bench: Bench, mode: Mode, sub: str, size: int) -> Row:
-    args = {"address": bench.gateway.address, "subscription": sub, "deadline_s": 600.0,
-            "expected": mode.backlog_pull - 1,  # one went to the first pull
-            "cancel": False}  # a cancelled Pull's messages would stay leased: the log would show them
+    args = {
+        "address": bench.gateway.address,
+        "subscription": sub,
+        "deadline_s": 600.0,
+        "expected": mode.backlog_pull - 1,  # one went to the first pull
+        "cancel": False,
+    }  # a cancelled Pull's messages would stay leased: the log would show them
     results, win = bench.run([(subscribe.gw_pull_ack, args)] * PROCS)
     case = f"Pull+Ack {mode.backlog_pull:,} of {size:,}, {PROCS} procs"
     return build(NAME, case, "gateway", results, win)
 
 
 def _raw(bench: Bench, mode: Mode, topic: str, size: int) -> Row:
-    args = {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "max_count": mode.backlog_pull,
-            "group": f"{bench.prefix}-raw-backlog-{size}"}
+    args = {
+        "bootstrap": bench.bootstrap,
+        "topic": kafka_topic(topic),
+        "max_count": mode.backlog_pull,
+        "group": f"{bench.prefix}-raw-backlog-{size}",
+    }
     results, win = bench.run([(subscribe.raw_consume, args)])
     return build(NAME, f"raw consumer, first {mode.backlog_pull:,} of {size:,}", "raw", results, win)

@@ -31,8 +31,11 @@ def fill(bench: Bench, topic: str, count: int) -> float:
     """Write `count` 1 KiB records straight into the Kafka topic of Pub/Sub `topic` with raw
     producers; returns the rate (records/s)."""
     per = [count // FILL_PROCS + (1 if i < count % FILL_PROCS else 0) for i in range(FILL_PROCS)]
-    tasks = [(publish.raw_fill, {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "count": n})
-             for n in per if n]
+    tasks = [
+        (publish.raw_fill, {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "count": n})
+        for n in per
+        if n
+    ]
     results, _ = bench.run(tasks, lead=0.2)
     done = sum(int(r["count"]) for r in results)
     if done != count:

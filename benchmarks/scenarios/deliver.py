@@ -64,16 +64,24 @@ def _raw(bench: Bench, mode: Mode, topic: str) -> Row:
 
 
 def _pull(bench: Bench, mode: Mode, sub: str, procs: int, raw: Row) -> Row:
-    args = {"address": bench.gateway.address, "subscription": sub, "deadline_s": 600.0,
-            "expected": mode.deliver_messages - 1}
+    args = {
+        "address": bench.gateway.address,
+        "subscription": sub,
+        "deadline_s": 600.0,
+        "expected": mode.deliver_messages - 1,
+    }
     results, win = bench.run([(subscribe.gw_pull_ack, args)] * procs)
     row = build(NAME, f"Pull max 1000 + Acknowledge, {procs} procs", "gateway", results, win)
     return _finish(row, raw, mode)
 
 
 def _stream(bench: Bench, mode: Mode, sub: str, procs: int, raw: Row) -> Row:
-    args = {"address": bench.gateway.address, "subscription": sub, "deadline_s": 600.0,
-            "expected": mode.deliver_messages - 1}
+    args = {
+        "address": bench.gateway.address,
+        "subscription": sub,
+        "deadline_s": 600.0,
+        "expected": mode.deliver_messages - 1,
+    }
     results, win = bench.run([(subscribe.gw_streaming, args)] * procs)
     row = build(NAME, f"{STREAM_CASE}, {procs} streams", "gateway", results, win)
     return _finish(row, raw, mode)

@@ -30,8 +30,11 @@ def run(bench: Bench, mode: Mode) -> list[Row]:
             rows: list[Row] = []
             for rate in mode.latency_rates:
                 raw = _raw(bench, mode, rate, raw_topic)
-                rows += [raw, _gateway(bench, mode, rate, gw_topic, sub, raw, streaming=True),
-                         _gateway(bench, mode, rate, gw_topic, sub, raw, streaming=False)]
+                rows += [
+                    raw,
+                    _gateway(bench, mode, rate, gw_topic, sub, raw, streaming=True),
+                    _gateway(bench, mode, rate, gw_topic, sub, raw, streaming=False),
+                ]
             return rows
         finally:
             api.delete(raw_topic, [])
@@ -45,8 +48,12 @@ def _warm(api: Api, topic: str, sub: str) -> None:
 
 
 def _raw(bench: Bench, mode: Mode, rate: int, topic: str) -> Row:
-    common = {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "rate": rate,
-              "seconds": mode.latency_seconds}
+    common = {
+        "bootstrap": bench.bootstrap,
+        "topic": kafka_topic(topic),
+        "rate": rate,
+        "seconds": mode.latency_seconds,
+    }
     receiver = {**common, "group": f"{bench.prefix}-raw-lat", "expected": int(rate * mode.latency_seconds)}
     results, win = bench.run([(latency.raw_sender, common), (latency.raw_receiver, receiver)])
     return _row(f"raw producer -> consumer @ {rate}/s", "raw", results, win)
@@ -54,11 +61,18 @@ def _raw(bench: Bench, mode: Mode, rate: int, topic: str) -> Row:
 
 def _gateway(bench: Bench, mode: Mode, rate: int, topic: str, sub: str, raw: Row, streaming: bool) -> Row:
     common = {"address": bench.gateway.address, "rate": rate, "seconds": mode.latency_seconds}
-    receiver = {**common, "subscription": sub, "expected": int(rate * mode.latency_seconds),
-                "threads": RECEIVER_THREADS}
+    receiver = {
+        **common,
+        "subscription": sub,
+        "expected": int(rate * mode.latency_seconds),
+        "threads": RECEIVER_THREADS,
+    }
     sender = {**common, "topic": topic}
-    receive, label = ((latency.gw_stream_receiver, STREAM_LABEL) if streaming
-                      else (latency.gw_receiver, f"Pull x{RECEIVER_THREADS}"))
+    receive, label = (
+        (latency.gw_stream_receiver, STREAM_LABEL)
+        if streaming
+        else (latency.gw_receiver, f"Pull x{RECEIVER_THREADS}")
+    )
     results, win = bench.run([(latency.gw_sender, sender), (receive, receiver)])
     row = _row(f"Publish -> {label} @ {rate}/s", "gateway", results, win)
     row.ratio = ratio(row.extra["p99_ms"], raw.extra["p99_ms"])

@@ -25,8 +25,9 @@ FILTER = "NOT attributes:drop"
 
 
 def _create(api: Api, name: str, topic: str, dead_letter: str | None, filtered: bool) -> None:
-    request = pb.Subscription(name=name, topic=topic, ack_deadline_seconds=60,
-                              filter=FILTER if filtered else "")
+    request = pb.Subscription(
+        name=name, topic=topic, ack_deadline_seconds=60, filter=FILTER if filtered else ""
+    )
     if dead_letter:
         request.dead_letter_policy.dead_letter_topic = dead_letter
         request.dead_letter_policy.max_delivery_attempts = 5
@@ -60,8 +61,12 @@ def run(bench: Bench, mode: Mode) -> list[Row]:
             base: Row | None = None
             for label, (sub, _, _) in cases.items():
                 api.take_one(sub)
-                args = {"address": bench.gateway.address, "subscription": sub, "deadline_s": 600.0,
-                        "expected": mode.deliver_messages - 1}
+                args = {
+                    "address": bench.gateway.address,
+                    "subscription": sub,
+                    "deadline_s": 600.0,
+                    "expected": mode.deliver_messages - 1,
+                }
                 results, win = bench.run([(subscribe.gw_pull_ack, args)] * procs)
                 row = build(NAME, f"Pull+Ack, {label}, {procs} procs", "gateway", results, win)
                 if base is None:

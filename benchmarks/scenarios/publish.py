@@ -27,8 +27,13 @@ def _measure(bench: Bench, mode: Mode, topic: str) -> list[Row]:
     raw = build(NAME, "raw producer, 1 process", "raw", results, win)
     rows = [raw]
     for case in mode.publish_cases:
-        args = {"address": bench.gateway.address, "topic": topic, "batch": case.batch,
-                "window": case.window, "seconds": mode.publish_seconds}
+        args = {
+            "address": bench.gateway.address,
+            "topic": topic,
+            "batch": case.batch,
+            "window": case.window,
+            "seconds": mode.publish_seconds,
+        }
         results, win = bench.run([(publish.gw_publish, args)] * case.procs)
         label = f"Publish batch={case.batch}, {case.procs} proc x {case.window} in flight"
         row = build(NAME, label, "gateway", results, win)
@@ -48,8 +53,13 @@ def _rest(bench: Bench, mode: Mode, topic: str, raw: Row, rows: list[Row]) -> li
         return []
     grpc_row = next((r for r in rows if r.case.startswith("Publish batch=100,")), None)
     procs = next((c.procs for c in mode.publish_cases if c.batch == 100), 2)
-    args = {"rest_address": bench.gateway.rest_address, "topic": topic, "batch": 100, "window": 2,
-            "seconds": mode.publish_seconds}
+    args = {
+        "rest_address": bench.gateway.rest_address,
+        "topic": topic,
+        "batch": 100,
+        "window": 2,
+        "seconds": mode.publish_seconds,
+    }
     results, win = bench.run([(publish.rest_publish, args)] * procs)
     row = build(NAME, f"REST publish batch=100, {procs} proc x 2 in flight", "gateway", results, win)
     row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)

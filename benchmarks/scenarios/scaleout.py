@@ -46,16 +46,22 @@ def _with_second(bench: Bench, mode: Mode, api: Api, sub: str, raw: Row) -> Row:
 
 
 def _raw(bench: Bench, mode: Mode, topic: str, procs: int) -> Row:
-    args = {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "procs": procs,
-            "group": f"{bench.prefix}-raw-scaleout-{procs}"}
+    args = {
+        "bootstrap": bench.bootstrap,
+        "topic": kafka_topic(topic),
+        "procs": procs,
+        "group": f"{bench.prefix}-raw-scaleout-{procs}",
+    }
     results, win = bench.run([(subscribe.raw_consume, {**args, "index": i}) for i in range(procs)])
     return build(NAME, f"raw consumers, partitions split over {procs} proc", "raw", results, win)
 
 
 def _pull(bench: Bench, mode: Mode, sub: str, gateways: list[GatewayProc], raw: Row, expected: int) -> Row:
     args = {"subscription": sub, "deadline_s": 600.0, "expected": expected}
-    tasks = [(subscribe.gw_pull_ack, {**args, "address": gateways[i % len(gateways)].address})
-             for i in range(mode.scaleout_procs)]
+    tasks = [
+        (subscribe.gw_pull_ack, {**args, "address": gateways[i % len(gateways)].address})
+        for i in range(mode.scaleout_procs)
+    ]
     results, win = bench.run(tasks, gateways=gateways)
     label = f"Pull+Ack via {len(gateways)} gateway proc, {mode.scaleout_procs} clients"
     row = build(NAME, label, "gateway", results, win)

@@ -92,8 +92,9 @@ def parse(res: Resource, ack_ids: Sequence[str]) -> dict[int, list[Ref]]:
         if ref.tag != tag:
             continue
         if not 0 <= ref.partition < partitions:
-            raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} names no partition of "
-                                  f"{res.name} (ack_ids).")
+            raise InvalidArgument(
+                f"Invalid ack ID: {ack_id[:80]!r} names no partition of {res.name} (ack_ids)."
+            )
         out.setdefault(ref.partition, []).append((ack_id, ref))
     return out
 
@@ -105,21 +106,23 @@ def commands(refs: dict[int, list[Ref]], seconds: int | None, epoch: int) -> dic
     deadline = now_ms() + seconds * 1000
     return {
         p: SetDeadline(p, tuple((r.offset, r.generation) for _, r in rs), deadline, epoch)
-        for p, rs in refs.items() if rs
+        for p, rs in refs.items()
+        if rs
     }
 
 
-def split(runner: LeaseOwner | None, refs: dict[int, list[Ref]]) -> tuple[
-    dict[int, list[Ref]], dict[int, list[Ref]]
-]:
+def split(
+    runner: LeaseOwner | None, refs: dict[int, list[Ref]]
+) -> tuple[dict[int, list[Ref]], dict[int, list[Ref]]]:
     """(ids of partitions this process owns, ids of the others)."""
     local = {p: rs for p, rs in refs.items() if runner is not None and runner.owns(p)}
     remote = {p: rs for p, rs in refs.items() if p not in local}
     return local, remote
 
 
-def judge(runner: LeaseOwner | None, local: dict[int, list[Ref]], seconds: int | None,
-          now: int, hold: bool = True) -> tuple[dict[int, list[Ref]], dict[str, str]]:
+def judge(
+    runner: LeaseOwner | None, local: dict[int, list[Ref]], seconds: int | None, now: int, hold: bool = True
+) -> tuple[dict[int, list[Ref]], dict[str, str]]:
     """Split owned ids into valid ones and failures by id. With `hold`, a valid lease does not
     expire while its command is written (exactly-once: an ack confirmed must not find its
     message redelivered); without, an ack written as the lease runs out still acks."""
@@ -140,14 +143,17 @@ def judge(runner: LeaseOwner | None, local: dict[int, list[Ref]], seconds: int |
     return valid, failures
 
 
-
 class AckPath:
     """`runner_of` names this process's runner of a subscription (None: not served here);
     `writer_of` its LogWriter; `take_on` starts serving a subscription nobody serves."""
 
-    def __init__(self, runner_of: Callable[[str], LeaseOwner | None],
-                 writer_of: Callable[[Resource], LogWriter], admin: Admin,
-                 take_on: Callable[[Resource], Coroutine[Any, Any, Any]]) -> None:
+    def __init__(
+        self,
+        runner_of: Callable[[str], LeaseOwner | None],
+        writer_of: Callable[[Resource], LogWriter],
+        admin: Admin,
+        take_on: Callable[[Resource], Coroutine[Any, Any, Any]],
+    ) -> None:
         self._runner_of = runner_of
         self._writer_of = writer_of
         self._admin = admin
@@ -180,8 +186,9 @@ class AckPath:
                 late.add(p)
                 if early and runner is not None:
                     runner.apply_local(p, cmds[p], None, settles)
-                write.add_done_callback(functools.partial(
-                    self._written_late, res.name, p, None if early else cmds[p], settles))
+                write.add_done_callback(
+                    functools.partial(self._written_late, res.name, p, None if early else cmds[p], settles)
+                )
             elif (error := write.exception()) is not None:
                 failed[p] = error
             elif runner is not None:
@@ -190,8 +197,14 @@ class AckPath:
             runner.ready.set()
         return late, failed
 
-    def _written_late(self, name: str, p: int, cmd: Command | None, settles: bool,
-                      write: asyncio.Future[list[tuple[bytes, int]]]) -> None:
+    def _written_late(
+        self,
+        name: str,
+        p: int,
+        cmd: Command | None,
+        settles: bool,
+        write: asyncio.Future[list[tuple[bytes, int]]],
+    ) -> None:
         """A write answered before it ended has ended: apply `cmd`, or if it was applied
         early (None), fold its key like that of any command applied here."""
         runner = self._runner_of(name)
@@ -237,8 +250,9 @@ class AckPath:
             if remote:
                 await self._forward(res, remote, seconds, forwarded)
             return
-        late, failed = await self._write(res, commands(valid, seconds, epoch), settles,
-                                         early=seconds is not None)
+        late, failed = await self._write(
+            res, commands(valid, seconds, epoch), settles, early=seconds is not None
+        )
         for p in (late if seconds is None else set()) | failed.keys():
             failures |= dict.fromkeys((i for i, _ in valid[p]), exactly_once.NOT_WRITTEN)
         if remote:
@@ -273,4 +287,3 @@ class AckPath:
                 log.info("forwarding %d ack ids to %s failed: %s", len(group), address, exc)
                 failures |= dict.fromkeys(group, exactly_once.UNREACHABLE)
         return failures
-

@@ -48,8 +48,14 @@ def _require_source(res: Resource) -> None:
 
 
 class DeliveryService:
-    def __init__(self, settings: Settings, store: ResourceStore, producer: Producer,
-                 kafka_config: dict[str, Any], admin: Admin) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ResourceStore,
+        producer: Producer,
+        kafka_config: dict[str, Any],
+        admin: Admin,
+    ) -> None:
         self._settings = settings
         self._store = store
         self._producer = producer
@@ -112,7 +118,8 @@ class DeliveryService:
             if names.reserved_kafka_topic(res.meta["kafka_topic"], self._settings.internal_prefix):
                 raise FailedPrecondition(  # stored by an older gateway: never served
                     f"The subscription {res.name} reads the Kafka topic {res.meta['kafka_topic']}, "
-                    "which belongs to Kafka or to the gateway.")
+                    "which belongs to Kafka or to the gateway."
+                )
             await self._verify_log(res)
             runner = SubscriptionRunner(
                 name=res.name,
@@ -142,7 +149,8 @@ class DeliveryService:
         except NotFound as exc:
             raise FailedPrecondition(
                 f"The lease/ack log {res.meta['log_topic']} of {res.name} is missing from Kafka; "
-                "its acknowledgements are lost. Delete and re-create the subscription.") from exc
+                "its acknowledgements are lost. Delete and re-create the subscription."
+            ) from exc
 
     def _writer(self, res: Resource) -> LogWriter:
         runner = self._runners.get(res.name)
@@ -166,8 +174,11 @@ class DeliveryService:
         runner = self._runners.get(name)
         if runner is not None and res is not None:
             runner.update_policies(self._policies(res))
-        stale = res is None or not res.delivers or (
-            runner is not None and runner.writer.topic != res.meta["log_topic"])
+        stale = (
+            res is None
+            or not res.delivers
+            or (runner is not None and runner.writer.topic != res.meta["log_topic"])
+        )
         if runner is not None and stale:
             self._runners.pop(name, None)
             # Deleted, or re-created under the same name: the old log is going away.
@@ -225,7 +236,10 @@ class DeliveryService:
         return await self.deliver(res, runner, taken, lease_until)
 
     async def deliver(
-        self, res: Resource, runner: SubscriptionRunner, taken: list[tuple[int, int, int, Record]],
+        self,
+        res: Resource,
+        runner: SubscriptionRunner,
+        taken: list[tuple[int, int, int, Record]],
         lease_until: int,
     ) -> list[Delivery]:
         return await runner.deliver(res, taken, lease_until)
@@ -250,8 +264,9 @@ class DeliveryService:
 
     # -- StreamingPull ---------------------------------------------------------------------
 
-    async def open_stream(self, subscription: str, deadline_seconds: int, max_messages: int,
-                          max_bytes: int) -> StreamSession:
+    async def open_stream(
+        self, subscription: str, deadline_seconds: int, max_messages: int, max_bytes: int
+    ) -> StreamSession:
         res = self._subscription(subscription)
         _require_source(res)
         limits.ack_deadline(deadline_seconds, "stream_ack_deadline_seconds")
@@ -259,8 +274,9 @@ class DeliveryService:
             raise InvalidArgument("stream_ack_deadline_seconds is required in the first request.")
         runner = await self._runner(res)
         self._activity.touch(res)
-        session = StreamSession(self, res, runner, deadline_seconds, max_messages, max_bytes,
-                                self._settings.stream_max_seconds)
+        session = StreamSession(
+            self, res, runner, deadline_seconds, max_messages, max_bytes, self._settings.stream_max_seconds
+        )
         self._streams.add(session)
         return session
 

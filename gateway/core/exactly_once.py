@@ -30,8 +30,10 @@ MAX_LISTED_BYTES = 6_000
 def failed(ack_ids: Sequence[str], failures: dict[str, str]) -> AckIdsFailed:
     listed = {i: failures.get(i, SUCCEEDED_IN_FAILED_CALL) for i in ack_ids}
     bad = sum(1 for r in failures.values() if not r.startswith("TRANSIENT_"))
-    message = (f"{len(failures)} of {len(ack_ids)} ack IDs failed ({bad} invalid: their leases "
-               "expired, were superseded by a redelivery, or were acknowledged).")
+    message = (
+        f"{len(failures)} of {len(ack_ids)} ack IDs failed ({bad} invalid: their leases "
+        "expired, were superseded by a redelivery, or were acknowledged)."
+    )
     if _size(listed) <= MAX_LISTED_BYTES:
         return AckIdsFailed(message, listed)
     # Too many to list: the failures that fit (permanent ones first), in a call failing with a

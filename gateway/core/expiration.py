@@ -58,15 +58,24 @@ class ActivityRecorder:
         if current is None:
             return
         try:
-            await self._store.update(Resource("subscription", name, current.proto,
-                                              {**current.meta, "last_active_ms": now}))
+            await self._store.update(
+                Resource("subscription", name, current.proto, {**current.meta, "last_active_ms": now})
+            )
         except GatewayError as exc:
             log.info("recording activity of %s failed: %s", name, exc)
 
 
 class Janitor(kafka_consumer.FetchListener):
-    def __init__(self, store: ResourceStore, delete: Any, kafka_config: dict[str, Any],
-                 group: str, resource_topic: str, session_timeout_ms: int, interval: float) -> None:
+    def __init__(
+        self,
+        store: ResourceStore,
+        delete: Any,
+        kafka_config: dict[str, Any],
+        group: str,
+        resource_topic: str,
+        session_timeout_ms: int,
+        interval: float,
+    ) -> None:
         self._store = store
         self._delete = delete
         self._interval = interval

@@ -33,4 +33,3 @@ def apply(src: Any, dst: Any, mask: Sequence[str], updatable: Collection[str]) -
                 getattr(dst, path).CopyFrom(value)
         else:
             setattr(dst, path, value)
-

@@ -20,7 +20,7 @@ def client_id(address: str) -> str:
 
 
 def address_of(client_id: str) -> str | None:
-    return client_id[len(CLIENT_ID_PREFIX):] if client_id.startswith(CLIENT_ID_PREFIX) else None
+    return client_id[len(CLIENT_ID_PREFIX) :] if client_id.startswith(CLIENT_ID_PREFIX) else None
 
 
 class Peers(Protocol):

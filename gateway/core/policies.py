@@ -28,8 +28,10 @@ class Policies:
 
 def backoff_of(minimum_ms: int, maximum_ms: int) -> Callable[[int], int]:
     """Delay before the next delivery after `deliveries` failed ones: exponential, capped."""
+
     def delay(deliveries: int) -> int:
         return int(min(maximum_ms, minimum_ms * 2 ** max(0, min(deliveries - 1, 30))))
+
     return delay
 
 
@@ -58,7 +60,9 @@ def dead_letter_headers(record: Record, subscription: str, deliveries: int) -> H
         ("CloudPubSubDeadLetterSourceDeliveryCount", str(deliveries).encode()),
         ("CloudPubSubDeadLetterSourceSubscription", subscription.split("/")[-1].encode()),
         ("CloudPubSubDeadLetterSourceSubscriptionProject", subscription.split("/")[1].encode()),
-        ("CloudPubSubDeadLetterSourceTopicPublishTime",
-         published.isoformat(timespec="milliseconds").replace("+00:00", "Z").encode()),
+        (
+            "CloudPubSubDeadLetterSourceTopicPublishTime",
+            published.isoformat(timespec="milliseconds").replace("+00:00", "Z").encode(),
+        ),
     ]
     return [*(record.headers or []), *extra]

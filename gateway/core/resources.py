@@ -59,10 +59,17 @@ class Resource:
         return not (self.meta.get("detached") or self.meta.get("topic_deleted"))
 
     def encode(self, create: bool) -> bytes:
-        return json.dumps({
-            "kind": self.kind, "name": self.name, "meta": self.meta, "op": self.op,
-            "create": create, "proto": base64.b64encode(self.proto.SerializeToString()).decode(),
-        }, separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "kind": self.kind,
+                "name": self.name,
+                "meta": self.meta,
+                "op": self.op,
+                "create": create,
+                "proto": base64.b64encode(self.proto.SerializeToString()).decode(),
+            },
+            separators=(",", ":"),
+        ).encode()
 
     @staticmethod
     def decode(value: bytes) -> tuple[Resource, bool]:
@@ -86,16 +93,27 @@ class Quota:
 
 
 class ResourceStore:
-    def __init__(self, admin: Admin, producer: Producer, kafka_config: dict[str, Any], topic: str,
-                 replication_factor: int) -> None:
+    def __init__(
+        self,
+        admin: Admin,
+        producer: Producer,
+        kafka_config: dict[str, Any],
+        topic: str,
+        replication_factor: int,
+    ) -> None:
         self._admin = admin
         self._producer = producer
         self._topic = topic
         self._items: dict[bytes, Resource] = {}
         self._since: dict[bytes, int] = {}  # the log offset at which each resource appeared
         self._max_record = 1_000_000  # read from the topic at start
-        self._follower = CompactedFollower(kafka_config, topic, "resources", self._on_record,
-                                           late="the resource log did not catch up in time")
+        self._follower = CompactedFollower(
+            kafka_config,
+            topic,
+            "resources",
+            self._on_record,
+            late="the resource log did not catch up in time",
+        )
         self._listeners: list[Listener] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -103,9 +121,17 @@ class ResourceStore:
         self._loop = asyncio.get_running_loop()
         # Compacted, or retention would delete the resources in a week; one partition, as
         # everything is read from partition 0.
-        await self._admin.ensure_topic(TopicSpec(self._topic, 1, {"cleanup.policy": "compact"}, {
-            "min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000",
-        }))
+        await self._admin.ensure_topic(
+            TopicSpec(
+                self._topic,
+                1,
+                {"cleanup.policy": "compact"},
+                {
+                    "min.cleanable.dirty.ratio": "0.1",
+                    "segment.ms": "3600000",
+                },
+            )
+        )
         configured = (await self._admin.topic_config(self._topic)).get("max.message.bytes", "")
         if configured.isdigit():
             self._max_record = int(configured)
@@ -142,8 +168,9 @@ class ResourceStore:
         """How many resources of `kind` have names starting with `prefix` (those that appeared
         in the log before offset `before`, if given)."""
         head = f"{kind}/{prefix}".encode()
-        return sum(1 for k, at in self._since.items()
-                   if k.startswith(head) and (before is None or at < before))
+        return sum(
+            1 for k, at in self._since.items() if k.startswith(head) and (before is None or at < before)
+        )
 
     def check_quota(self, kind: Kind, quota: Quota) -> None:
         """Refuse a create at once when the quota is reached already (before any other write)."""
@@ -189,8 +216,13 @@ class ResourceStore:
         if quota is not None:
             before = self.count(res.kind, quota.prefix, before=offset)
             if before >= quota.limit:  # others came first: ours goes again
-                log.info("%s %s refused after all: %d came first in the log (limit %d)",
-                         res.kind, res.name, before, quota.limit)
+                log.info(
+                    "%s %s refused after all: %d came first in the log (limit %d)",
+                    res.kind,
+                    res.name,
+                    before,
+                    quota.limit,
+                )
                 await self._write(mine.key(), None)
                 raise quota.refusal(before)
         return current
@@ -281,8 +313,7 @@ class Rollback:
                     break
                 except Exception as exc:  # noqa: BLE001 - logged; the next step still runs
                     if attempt == attempts:
-                        log.warning("%s failed half way and %s is left behind: %s",
-                                    self._what, thing, exc)
+                        log.warning("%s failed half way and %s is left behind: %s", self._what, thing, exc)
                         break
                     await asyncio.sleep(wait)
                     wait *= 2

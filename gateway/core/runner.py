@@ -62,10 +62,20 @@ class Delivery(NamedTuple):  # a tuple: one per delivered message
 
 class SubscriptionRunner(kafka_consumer.FetchListener):
     def __init__(
-        self, *, name: str, kafka_topic: str, group_id: str, writer: LogWriter,
-        producer: Producer, kafka_config: dict[str, Any], session_timeout_ms: int,
-        checkpoint_interval: float, ordered: bool = False, client_id: str = "pubsub-gateway",
-        policies: Policies | None = None, transactional_prefix: str = "pubsub-gateway",
+        self,
+        *,
+        name: str,
+        kafka_topic: str,
+        group_id: str,
+        writer: LogWriter,
+        producer: Producer,
+        kafka_config: dict[str, Any],
+        session_timeout_ms: int,
+        checkpoint_interval: float,
+        ordered: bool = False,
+        client_id: str = "pubsub-gateway",
+        policies: Policies | None = None,
+        transactional_prefix: str = "pubsub-gateway",
     ) -> None:
         self.name = name
         self.writer = writer
@@ -92,8 +102,14 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.denied: PermissionDenied | None = None
         self._dead_letters_denied: dict[int, tuple[PermissionDenied, float]] = {}
         self._fetcher = kafka_consumer.GroupFetcher(
-            kafka_config, group_id, kafka_topic, self, session_timeout_ms, client_id,
-            on_joined=self._on_joined, on_denied=self._on_denied,
+            kafka_config,
+            group_id,
+            kafka_topic,
+            self,
+            session_timeout_ms,
+            client_id,
+            on_joined=self._on_joined,
+            on_denied=self._on_denied,
         )
         self._log_reader = kafka_consumer.TailReader(kafka_config, f"log-{name}", self._on_log)
         self._tasks: list[asyncio.Task[None]] = []
@@ -242,7 +258,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         keep = self.policies.filter
         oldest = now - self.policies.retention_ms
         return [
-            o for o, r in items
+            o
+            for o, r in items
             if r.timestamp_ms < oldest or (keep is not None and not keep(to_message(r).attributes))
         ]
 
@@ -327,8 +344,12 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     # -- delivery --------------------------------------------------------------------------
 
-    def take(self, n: int, deadline_ms: int, max_bytes: int | None = None,
-             ) -> list[tuple[int, int, int, Record]]:
+    def take(
+        self,
+        n: int,
+        deadline_ms: int,
+        max_bytes: int | None = None,
+    ) -> list[tuple[int, int, int, Record]]:
         """Lease up to n messages across owned partitions: (partition, offset, generation, record),
         and, given `max_bytes`, no more than fit a response of that size (Record.wire_size; one
         message at least). What does not fit is not leased and spends no delivery attempt.
@@ -367,7 +388,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             by_partition.setdefault(p, []).append((o, g))
         writes = {
             p: asyncio.ensure_future(
-                self.writer.write(p, [Lease(p, tuple(entries), deadline_ms, self._epoch(p))]))
+                self.writer.write(p, [Lease(p, tuple(entries), deadline_ms, self._epoch(p))])
+            )
             for p, entries in by_partition.items()
         }
         await asyncio.wait(writes.values(), timeout=LEASE_PATIENCE_SECONDS)
@@ -394,8 +416,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             raise failed
         return [t for t in taken if t[0] in durable] if len(durable) < len(writes) else taken
 
-    def _late_lease(self, p: int, entries: list[tuple[int, int]],
-                    write: asyncio.Future[list[tuple[bytes, int]]]) -> None:
+    def _late_lease(
+        self, p: int, entries: list[tuple[int, int]], write: asyncio.Future[list[tuple[bytes, int]]]
+    ) -> None:
         """A lease write given up on by its delivery has ended: the messages go back."""
         self._stalled.discard(p)
         state = self.states.get(p)
@@ -409,8 +432,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         state = self.states.get(p)
         return state.epoch if state is not None else 0
 
-    async def deliver(self, res: Resource, taken: list[tuple[int, int, int, Record]],
-                      lease_until: int) -> list[Delivery]:
+    async def deliver(
+        self, res: Resource, taken: list[tuple[int, int, int, Record]], lease_until: int
+    ) -> list[Delivery]:
         """Make the leases durable, then name each delivery by its ack id (of those whose lease
         is: see record_leases)."""
         taken = await self.record_leases(taken, lease_until)
@@ -499,10 +523,12 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             self._dead_letter_senders[p] = sender
         ack = Ack(p, tuple(to_ranges(o for o, _, _ in dead)), self._epoch(p))
         key = self.writer.key(p)
-        await sender.send([
-            *((target, None, r.key, r.value, dead_letter_headers(r, self.name, n)) for _, n, r in dead),
-            (self.writer.topic, p, key, logformat.encode(ack), None),
-        ])
+        await sender.send(
+            [
+                *((target, None, r.key, r.value, dead_letter_headers(r, self.name, n)) for _, n, r in dead),
+                (self.writer.topic, p, key, logformat.encode(ack), None),
+            ]
+        )
         self.apply_local(p, ack, key, settles=True)
         log.info("%s: dead-lettered %d messages of partition %d", self.name, len(dead), p)
 
@@ -513,8 +539,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             await asyncio.sleep(self._checkpoint_interval)
             # All partitions at once: one whose log has no leader for a while must not hold up
             # the checkpoints (and the committed offsets) of the others.
-            await asyncio.gather(*(self._checkpoint_logged(p, state)
-                                   for p, state in list(self.states.items()) if state.dirty))
+            await asyncio.gather(
+                *(self._checkpoint_logged(p, state) for p, state in list(self.states.items()) if state.dirty)
+            )
 
     async def _checkpoint_logged(self, p: int, state: PartitionState[Record]) -> None:
         try:
@@ -531,7 +558,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         cp = dataclasses.replace(state.checkpoint(), log_offset=log_applied)
         try:
             await self._producer.send(
-                self.writer.topic, [(logformat.checkpoint_key(p, cp.epoch), logformat.encode(cp), None)],
+                self.writer.topic,
+                [(logformat.checkpoint_key(p, cp.epoch), logformat.encode(cp), None)],
                 partition=p,
             )
         except Exception:

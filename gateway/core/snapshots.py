@@ -38,8 +38,14 @@ PartitionAcks = dict[str, Any]  # {"w": watermark, "acked": [[start, end], ...]}
 
 
 class SnapshotService:
-    def __init__(self, store: ResourceStore, admin: Admin, producer: Producer,
-                 kafka_config: dict[str, Any], max_per_project: int = 5_000) -> None:
+    def __init__(
+        self,
+        store: ResourceStore,
+        admin: Admin,
+        producer: Producer,
+        kafka_config: dict[str, Any],
+        max_per_project: int = 5_000,
+    ) -> None:
         self._max_per_project = max_per_project
         self._store = store
         self._admin = admin
@@ -75,11 +81,17 @@ class SnapshotService:
 
     def quota(self, project: str) -> Quota:
         limit = self._max_per_project
-        return Quota(f"projects/{project}/snapshots/", limit, lambda current: limits.quota_exceeded(
-            "snapshots", project, current, limit, "--max-snapshots-per-project"))
+        return Quota(
+            f"projects/{project}/snapshots/",
+            limit,
+            lambda current: limits.quota_exceeded(
+                "snapshots", project, current, limit, "--max-snapshots-per-project"
+            ),
+        )
 
     async def _capture(self, sub: Resource) -> dict[str, PartitionAcks]:
         """Every partition's ack state, folded from the whole log (every confirmed ack is there)."""
+
         def read(p: int) -> PartitionAcks:
             entries = kafka_consumer.read_to_end(self._config, sub.meta["log_topic"], p)
             state, _ = fold(p, 0, ((k, v) for _, k, v in entries), now_ms(), _no_key)
@@ -110,8 +122,11 @@ class SnapshotService:
         return [r.proto for r in found if r is not None], token
 
     def for_topic(self, topic: str, page_size: int, page_token: str) -> tuple[list[str], str]:
-        return page(sorted(r.name for r in self._store.all("snapshot") if r.proto.topic == topic),
-                    page_size, page_token)
+        return page(
+            sorted(r.name for r in self._store.all("snapshot") if r.proto.topic == topic),
+            page_size,
+            page_token,
+        )
 
     # -- Seek --------------------------------------------------------------------------------
 
@@ -130,23 +145,32 @@ class SnapshotService:
                 f"{subscription}."
             )
         acks = snap.meta["partitions"]
-        await self._start_epoch(sub, {
-            int(p): (int(a["w"]), tuple((int(s), int(e)) for s, e in a["acked"])) for p, a in acks.items()
-        })
+        await self._start_epoch(
+            sub,
+            {int(p): (int(a["w"]), tuple((int(s), int(e)) for s, e in a["acked"])) for p, a in acks.items()},
+        )
 
     async def _start_epoch(
         self, sub: Resource, state: dict[int, tuple[int, tuple[tuple[int, int], ...]]]
     ) -> None:
         epoch = int(sub.meta.get("epoch", 0)) + 1
         await self._store.update(Resource("subscription", sub.name, sub.proto, {**sub.meta, "epoch": epoch}))
-        await asyncio.gather(*(
-            self._producer.send(sub.meta["log_topic"], [(
-                logformat.checkpoint_key(p, epoch),
-                logformat.encode(Checkpoint(p, watermark, acked, (), (), epoch)),
-                None,
-            )], partition=p)
-            for p, (watermark, acked) in state.items()
-        ))
+        await asyncio.gather(
+            *(
+                self._producer.send(
+                    sub.meta["log_topic"],
+                    [
+                        (
+                            logformat.checkpoint_key(p, epoch),
+                            logformat.encode(Checkpoint(p, watermark, acked, (), (), epoch)),
+                            None,
+                        )
+                    ],
+                    partition=p,
+                )
+                for p, (watermark, acked) in state.items()
+            )
+        )
         log.info("%s: sought (epoch %d)", sub.name, epoch)
 
 

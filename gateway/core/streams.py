@@ -45,8 +45,14 @@ class StreamOutput:
 
 class StreamSession:
     def __init__(
-        self, service: StreamHost, res: Resource, runner: SubscriptionRunner,
-        deadline_seconds: int, max_messages: int, max_bytes: int, max_age: float,
+        self,
+        service: StreamHost,
+        res: Resource,
+        runner: SubscriptionRunner,
+        deadline_seconds: int,
+        max_messages: int,
+        max_bytes: int,
+        max_age: float,
     ) -> None:
         self._service = service
         self.res = res
@@ -137,8 +143,9 @@ class StreamSession:
             taken = []
             if room:
                 until = now_ms() + self.deadline_seconds * 1000
-                taken = runner.take(min(room, CHUNK * 10), until,
-                                    self._service.response_budget(len(self._confirmations)))
+                taken = runner.take(
+                    min(room, CHUNK * 10), until, self._service.response_budget(len(self._confirmations))
+                )
                 # Respect the byte limit: count what fits, give back the rest.
                 used, outstanding = self._bytes, self._outstanding
                 for i, (p, o, _, r) in enumerate(taken):

@@ -32,9 +32,17 @@ from gateway.translate import endpoints, filters, limits, names
 log = logging.getLogger(__name__)
 DAY = 24 * 3600
 UPDATABLE = {
-    "ack_deadline_seconds", "push_config", "message_retention_duration", "retain_acked_messages",
-    "labels", "expiration_policy", "dead_letter_policy", "retry_policy",
-    "enable_exactly_once_delivery", "bigquery_config", "cloud_storage_config",
+    "ack_deadline_seconds",
+    "push_config",
+    "message_retention_duration",
+    "retain_acked_messages",
+    "labels",
+    "expiration_policy",
+    "dead_letter_policy",
+    "retry_policy",
+    "enable_exactly_once_delivery",
+    "bigquery_config",
+    "cloud_storage_config",
     "message_transforms",
 }
 
@@ -44,7 +52,8 @@ def log_topic_spec(meta: Mapping[str, Any]) -> TopicSpec:
     compacted (latest checkpoint per partition, commands until folded); room for a lease of
     the largest pull."""
     return TopicSpec(
-        meta["log_topic"], meta["partitions"],
+        meta["log_topic"],
+        meta["partitions"],
         required={"cleanup.policy": "compact", "max.message.bytes": str(16 * 1024 * 1024)},
         config={"min.cleanable.dirty.ratio": "0.1", "segment.ms": "600000"},
     )
@@ -115,8 +124,9 @@ class SubscriptionService:
         names.topic(request.topic)
         sub = pubsub_pb2.Subscription()
         sub.CopyFrom(request)
-        validate(sub, self._settings.min_expiration_ttl_seconds,
-                 destinations=self._settings.push_destinations)
+        validate(
+            sub, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
+        )
         limits.check_labels(sub.labels)
         if not sub.HasField("expiration_policy"):
             sub.expiration_policy.ttl.seconds = 31 * DAY
@@ -139,13 +149,15 @@ class SubscriptionService:
             # Only a topic stored by an older gateway, which let the label name any topic.
             raise FailedPrecondition(
                 f"The topic {sub.topic} reads the Kafka topic {kafka_topic}, which belongs to "
-                "Kafka or to the gateway: no subscription may read it.")
+                "Kafka or to the gateway: no subscription may read it."
+            )
         most = self._settings.max_partitions_per_topic
         if int(partitions) > most:  # stored before the limit was lowered
             raise FailedPrecondition(
                 f"The topic {sub.topic} has {partitions} partitions, and a subscription's lease/ack "
                 f"log would get as many; this gateway allows at most {most} "
-                "(--max-partitions-per-topic).")
+                "(--max-partitions-per-topic)."
+            )
         meta = {
             "uid": uid,
             "kafka_topic": kafka_topic,
@@ -162,14 +174,22 @@ class SubscriptionService:
             # whatever happened to them, a create that timed out may finish yet.
             await self._admin.ensure_topic(log_topic_spec(meta))
             ends = await self._admin.end_offsets(kafka_topic, partitions)
-            await asyncio.gather(*(
-                self._producer.send(meta["log_topic"], [(
-                    logformat.checkpoint_key(p, 0),
-                    logformat.encode(Checkpoint(p, end, (), (), ())),
-                    None,
-                )], partition=p)
-                for p, end in ends.items()
-            ))
+            await asyncio.gather(
+                *(
+                    self._producer.send(
+                        meta["log_topic"],
+                        [
+                            (
+                                logformat.checkpoint_key(p, 0),
+                                logformat.encode(Checkpoint(p, end, (), (), ())),
+                                None,
+                            )
+                        ],
+                        partition=p,
+                    )
+                    for p, end in ends.items()
+                )
+            )
             await self._admin.commit_group_offsets(meta["group_id"], kafka_topic, ends)
             storing = True
             stored = await self._store.create(res, quota)
@@ -184,25 +204,38 @@ class SubscriptionService:
 
     def quota(self, project: str) -> Quota:
         limit = self._settings.max_subscriptions_per_project
-        return Quota(f"projects/{project}/subscriptions/", limit, lambda current: limits.quota_exceeded(
-            "subscriptions", project, current, limit, "--max-subscriptions-per-project"))
+        return Quota(
+            f"projects/{project}/subscriptions/",
+            limit,
+            lambda current: limits.quota_exceeded(
+                "subscriptions", project, current, limit, "--max-subscriptions-per-project"
+            ),
+        )
 
     def _undo(self, res: Resource, unknown: bool) -> asyncio.Task[None]:
         """Remove the lease log and the group of a create that failed half way (both are its
         own, named by its uid; removed even when their own creation failed, as a create that
         timed out may finish yet). When the write of the resource ended without an answer,
         only once it is known not to be stored."""
+
         async def run() -> None:
             if unknown and await self._store.outcome("subscription", res.name, res.op) is not False:
-                log.warning("CreateSubscription %s: its lease/ack log %s and consumer group %s are "
-                            "kept: the subscription is stored, or that could not be told",
-                            res.name, res.meta["log_topic"], res.meta["group_id"])
+                log.warning(
+                    "CreateSubscription %s: its lease/ack log %s and consumer group %s are "
+                    "kept: the subscription is stored, or that could not be told",
+                    res.name,
+                    res.meta["log_topic"],
+                    res.meta["group_id"],
+                )
                 return
             undo = Rollback(f"CreateSubscription {res.name}")
             undo.add(f"consumer group {res.meta['group_id']}", lambda: self._remove_group(res))
-            undo.add(f"lease/ack log {res.meta['log_topic']}",
-                     lambda: self._admin.remove_topic(res.meta["log_topic"]))
+            undo.add(
+                f"lease/ack log {res.meta['log_topic']}",
+                lambda: self._admin.remove_topic(res.meta["log_topic"]),
+            )
             await undo.run()
+
         return self._spawn(run())
 
     async def update(self, request: Any, mask: Sequence[str]) -> Any:
@@ -210,8 +243,9 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         masks.apply(request, proto, mask, UPDATABLE)
-        validate(proto, self._settings.min_expiration_ttl_seconds,
-                 destinations=self._settings.push_destinations)
+        validate(
+            proto, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
+        )
         if "labels" in mask:
             limits.check_labels(proto.labels)
         stored = await self._store.update(Resource("subscription", res.name, proto, res.meta))
@@ -219,8 +253,9 @@ class SubscriptionService:
 
     def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
         names.project_name(project)
-        chunk, token = page(self._store.names("subscription", project + "/subscriptions/"),
-                            page_size, page_token)
+        chunk, token = page(
+            self._store.names("subscription", project + "/subscriptions/"), page_size, page_token
+        )
         found = (self._store.get("subscription", n) for n in chunk)
         return [r.proto for r in found if r is not None], token
 
@@ -239,9 +274,11 @@ class SubscriptionService:
 
     def _cleanup(self, res: Resource) -> None:
         """Drop the log topic and the consumer group once every process has let go."""
+
         async def run() -> None:
             await self._admin.delete_topic(res.meta["log_topic"])
             await self._remove_group(res)
+
         self._spawn(run())
 
     async def _remove_group(self, res: Resource) -> None:
@@ -254,9 +291,13 @@ class SubscriptionService:
         limit = 3 * self._settings.session_timeout_ms / 1000
         while not await self._admin.delete_group(res.meta["group_id"]):
             if waited >= limit:
-                log.warning("consumer group %s of deleted subscription %s still has members "
-                            "after %.0f s; it is left for Kafka to expire",
-                            res.meta["group_id"], res.name, waited)
+                log.warning(
+                    "consumer group %s of deleted subscription %s still has members "
+                    "after %.0f s; it is left for Kafka to expire",
+                    res.meta["group_id"],
+                    res.name,
+                    waited,
+                )
                 return
             await asyncio.sleep(wait)
             waited, wait = waited + wait, min(wait * 2, 5.0)
@@ -276,6 +317,7 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         proto.push_config.CopyFrom(push_config)
-        validate(proto, self._settings.min_expiration_ttl_seconds,
-                 destinations=self._settings.push_destinations)
+        validate(
+            proto, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
+        )
         await self._store.update(Resource("subscription", name, proto, res.meta))

@@ -31,9 +31,15 @@ ADOPT_LABEL = "kafka-topic"
 PARTITIONS_LABEL = "kafka-partitions"
 MAX_MESSAGE_BYTES = 11 * 1024 * 1024  # Pub/Sub allows 10 MB messages; Kafka's default is 1 MB
 OWN_LABELS = {ADOPT_LABEL: names.KAFKA_TOPIC_MAX, PARTITIONS_LABEL: limits.MAX_LABEL_CHARS}
-UPDATABLE = {"labels", "message_storage_policy", "kms_key_name", "schema_settings",
-             "message_retention_duration", "ingestion_data_source_settings",
-             "message_transforms"}
+UPDATABLE = {
+    "labels",
+    "message_storage_policy",
+    "kms_key_name",
+    "schema_settings",
+    "message_retention_duration",
+    "ingestion_data_source_settings",
+    "message_transforms",
+}
 
 
 class TopicService:
@@ -75,9 +81,17 @@ class TopicService:
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(topic)
         proto.state = pubsub_pb2.Topic.State.ACTIVE
-        res = Resource("topic", name, proto, {
-            "kafka_topic": kafka, "partitions": partitions, "adopted": adopted,
-        }, op=uuid.uuid4().hex)
+        res = Resource(
+            "topic",
+            name,
+            proto,
+            {
+                "kafka_topic": kafka,
+                "partitions": partitions,
+                "adopted": adopted,
+            },
+            op=uuid.uuid4().hex,
+        )
         self._store.check_size(res)
         undo, storing = Rollback(f"CreateTopic {name}"), False
         try:
@@ -85,9 +99,12 @@ class TopicService:
                 if retention:
                     old = await self._admin.topic_overrides(kafka)
                     await self._admin.set_topic_config(kafka, retention)
-                    undo.add(f"the retention.ms set on Kafka topic {kafka}",
-                             lambda: self._admin.set_topic_config(
-                                 kafka, {"retention.ms": old.get("retention.ms")}))
+                    undo.add(
+                        f"the retention.ms set on Kafka topic {kafka}",
+                        lambda: self._admin.set_topic_config(
+                            kafka, {"retention.ms": old.get("retention.ms")}
+                        ),
+                    )
             else:
                 config = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **retention}
                 existing = await self._admin.partitions(kafka)
@@ -104,8 +121,9 @@ class TopicService:
         log.info("created topic %s on Kafka topic %s (%d partitions)", name, kafka, partitions)
         return stored.proto
 
-    async def _create_kafka_topic(self, kafka: str, partitions: int, config: dict[str, str],
-                                  undo: Rollback) -> None:
+    async def _create_kafka_topic(
+        self, kafka: str, partitions: int, config: dict[str, str], undo: Rollback
+    ) -> None:
         try:
             await self._admin.create_topic_retrying(kafka, partitions, config)
         except AlreadyExists:
@@ -126,8 +144,12 @@ class TopicService:
         if stored is not None and stored.meta.get("kafka_topic") == kafka:
             return
         if unknown:
-            log.warning("CreateTopic %s: not known whether it was stored; its Kafka topic %s is "
-                        "kept for a retry to take on", res.name, kafka)
+            log.warning(
+                "CreateTopic %s: not known whether it was stored; its Kafka topic %s is "
+                "kept for a retry to take on",
+                res.name,
+                kafka,
+            )
             return
         task = asyncio.get_running_loop().create_task(undo.run())
         self._undoing.add(task)
@@ -136,8 +158,13 @@ class TopicService:
 
     def quota(self, project: str) -> Quota:
         limit = self._settings.max_topics_per_project
-        return Quota(f"projects/{project}/topics/", limit, lambda current: limits.quota_exceeded(
-            "topics", project, current, limit, "--max-topics-per-project"))
+        return Quota(
+            f"projects/{project}/topics/",
+            limit,
+            lambda current: limits.quota_exceeded(
+                "topics", project, current, limit, "--max-topics-per-project"
+            ),
+        )
 
     def _check_adoptable(self, kafka: str, partitions: int) -> None:
         """Every subscription of a topic gets a lease/ack log of as many partitions."""
@@ -146,7 +173,8 @@ class TopicService:
             raise FailedPrecondition(
                 f"Kafka topic {kafka} has {partitions} partitions; this gateway adopts topics of "
                 f"at most {most} (--max-partitions-per-topic), as every subscription gets a "
-                "lease/ack log of as many partitions")
+                "lease/ack log of as many partitions"
+            )
 
     def _refuse_reserved(self, kafka: str, source: str) -> None:
         if names.reserved_kafka_topic(kafka, self._settings.internal_prefix):
@@ -155,8 +183,9 @@ class TopicService:
                 f"{self._settings.internal_prefix!r} belong to Kafka or to the gateway itself."
             )
 
-    async def _take_on(self, name: str, kafka: str, found: int, partitions: int,
-                       config: dict[str, str]) -> None:
+    async def _take_on(
+        self, name: str, kafka: str, found: int, partitions: int, config: dict[str, str]
+    ) -> None:
         """A Kafka topic of the derived name exists without a Pub/Sub topic: left over from a
         create interrupted after the Kafka step, it has the partitions and configs we give; any
         other topic of that name is somebody else's and is not taken silently."""
@@ -165,7 +194,8 @@ class TopicService:
             raise AlreadyExists(
                 f"Topic {name} needs the Kafka topic {kafka}, which exists already with "
                 f"{found} partitions (not made by this gateway); adopt it with the label "
-                f"{ADOPT_LABEL}: {kafka}, or delete it from Kafka first")
+                f"{ADOPT_LABEL}: {kafka}, or delete it from Kafka first"
+            )
 
     def _partitions(self, labels: Any) -> int:
         raw = labels.get(PARTITIONS_LABEL)
@@ -175,7 +205,8 @@ class TopicService:
         if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= most:
             raise InvalidArgument(
                 f"Label {PARTITIONS_LABEL} must be a number 1..{most} "
-                f"(--max-partitions-per-topic), got {limits.echo(raw)}")
+                f"(--max-partitions-per-topic), got {limits.echo(raw)}"
+            )
         return int(raw)
 
     async def update(self, topic: Any, mask: Sequence[str]) -> Any:
@@ -227,8 +258,9 @@ class TopicService:
         out = [records.to_record(m.data, m.attributes, m.ordering_key) for m in messages]
         # Records without an ordering key go to any of the partitions the topic had when it
         # was made or adopted (one per call), away from any whose broker is gone.
-        done = await self._producer.send(res.meta["kafka_topic"], out,
-                                         spread=int(res.meta.get("partitions") or 0))
+        done = await self._producer.send(
+            res.meta["kafka_topic"], out, spread=int(res.meta.get("partitions") or 0)
+        )
         return [records.message_id(p, o) for p, o in done]
 
 

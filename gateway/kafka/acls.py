@@ -95,21 +95,49 @@ def project_topic_prefix(project: str) -> str:
     return kafka.split(".", 1)[0] + "."
 
 
-def gateway_grants(internal_prefix: str, projects: Iterable[str] = (),
-                   adopted_topics: Iterable[str] = ()) -> list[Grant]:
+def gateway_grants(
+    internal_prefix: str, projects: Iterable[str] = (), adopted_topics: Iterable[str] = ()
+) -> list[Grant]:
     """The minimal ACL set of a gateway principal (see the module's table)."""
     grants = [
-        Grant(TOPIC, internal_topic_prefix(internal_prefix), True, INTERNAL_TOPIC_OPERATIONS,
-              "the gateway's own topics: resources, push keys, lease/ack logs"),
-        Grant(GROUP, group_prefix(internal_prefix), True, GROUP_OPERATIONS,
-              "subscriptions' consumer groups and the expiration janitor's"),
-        Grant(TRANSACTIONAL_ID, transactional_prefix(internal_prefix), True, TRANSACTIONAL_OPERATIONS,
-              "dead-lettering: message and ack in one transaction"),
+        Grant(
+            TOPIC,
+            internal_topic_prefix(internal_prefix),
+            True,
+            INTERNAL_TOPIC_OPERATIONS,
+            "the gateway's own topics: resources, push keys, lease/ack logs",
+        ),
+        Grant(
+            GROUP,
+            group_prefix(internal_prefix),
+            True,
+            GROUP_OPERATIONS,
+            "subscriptions' consumer groups and the expiration janitor's",
+        ),
+        Grant(
+            TRANSACTIONAL_ID,
+            transactional_prefix(internal_prefix),
+            True,
+            TRANSACTIONAL_OPERATIONS,
+            "dead-lettering: message and ack in one transaction",
+        ),
     ]
-    grants += [Grant(TOPIC, project_topic_prefix(p), True, PROJECT_TOPIC_OPERATIONS,
-                     f"Pub/Sub topics of project {p}") for p in projects]
-    grants += [Grant(TOPIC, str(names.check_kafka_topic(t)), False, ADOPTED_TOPIC_OPERATIONS,
-                     f"the adopted Kafka topic {t} (label kafka-topic)") for t in adopted_topics]
+    grants += [
+        Grant(
+            TOPIC, project_topic_prefix(p), True, PROJECT_TOPIC_OPERATIONS, f"Pub/Sub topics of project {p}"
+        )
+        for p in projects
+    ]
+    grants += [
+        Grant(
+            TOPIC,
+            str(names.check_kafka_topic(t)),
+            False,
+            ADOPTED_TOPIC_OPERATIONS,
+            f"the adopted Kafka topic {t} (label kafka-topic)",
+        )
+        for t in adopted_topics
+    ]
     return grants
 
 
@@ -119,14 +147,25 @@ def spark_grants(internal_prefix: str, projects: Iterable[str] = (), acks: bool 
     committed offsets, and Write on the logs to acknowledge (`acks`)."""
     logs = f"{names.internal_topic(internal_prefix, 'acks')}."
     return [
-        Grant(TOPIC, str(names.internal_topic(internal_prefix, "resources")), False, ("READ",),
-              "the gateway's resources: where a subscription's topic and log are"),
-        Grant(TOPIC, logs, True, ("READ", "WRITE") if acks else ("READ",),
-              "lease/ack logs: what is acknowledged" + (", and acknowledging" if acks else "")),
-        Grant(GROUP, group_prefix(internal_prefix), True, ("DESCRIBE",),
-              "subscriptions' committed offsets"),
-        *(Grant(TOPIC, project_topic_prefix(p), True, ("READ",), f"Pub/Sub topics of project {p}")
-          for p in projects),
+        Grant(
+            TOPIC,
+            str(names.internal_topic(internal_prefix, "resources")),
+            False,
+            ("READ",),
+            "the gateway's resources: where a subscription's topic and log are",
+        ),
+        Grant(
+            TOPIC,
+            logs,
+            True,
+            ("READ", "WRITE") if acks else ("READ",),
+            "lease/ack logs: what is acknowledged" + (", and acknowledging" if acks else ""),
+        ),
+        Grant(GROUP, group_prefix(internal_prefix), True, ("DESCRIBE",), "subscriptions' committed offsets"),
+        *(
+            Grant(TOPIC, project_topic_prefix(p), True, ("READ",), f"Pub/Sub topics of project {p}")
+            for p in projects
+        ),
     ]
 
 
@@ -152,7 +191,8 @@ def missing(what: str, needs: Sequence[Need], detail: str = "") -> PermissionDen
     more = f" ({detail})" if detail else ""
     return PermissionDenied(
         f"{what}: Kafka's authorizer does not allow the gateway's principal {lacks}{more}. "
-        f"Grant the ACLs the gateway needs: {DOCS}.")
+        f"Grant the ACLs the gateway needs: {DOCS}."
+    )
 
 
 def denial(what: str, err: KafkaError, needs: Sequence[Need]) -> PermissionDenied | None:
@@ -170,24 +210,40 @@ def denial(what: str, err: KafkaError, needs: Sequence[Need]) -> PermissionDenie
 
 
 def _either(needs: Sequence[Need]) -> Need:
-    return Need(" or ".join(dict.fromkeys(n.operation for n in needs)), needs[0].resource,
-                " or ".join(dict.fromkeys(n.name for n in needs)))
+    return Need(
+        " or ".join(dict.fromkeys(n.operation for n in needs)),
+        needs[0].resource,
+        " or ".join(dict.fromkeys(n.name for n in needs)),
+    )
 
 
 # ------------------------------------------------------------------------ applying
+
 
 def _acl_name(operation: str) -> str:
     """kafka-acls.sh's spelling of an AclOperation name: DESCRIBE_CONFIGS -> DescribeConfigs."""
     return "".join(word.capitalize() for word in operation.split("_"))
 
 
-def kafka_acls_commands(principal: str, grants: Sequence[Grant], bootstrap: str = "BROKER:9093",
-                        command_config: str = "admin.properties") -> list[str]:
+def kafka_acls_commands(
+    principal: str,
+    grants: Sequence[Grant],
+    bootstrap: str = "BROKER:9093",
+    command_config: str = "admin.properties",
+) -> list[str]:
     """One `kafka-acls.sh --add` command per grant."""
     out = []
     for g in grants:
-        args = ["kafka-acls.sh", "--bootstrap-server", bootstrap, "--command-config", command_config,
-                "--add", "--allow-principal", principal]
+        args = [
+            "kafka-acls.sh",
+            "--bootstrap-server",
+            bootstrap,
+            "--command-config",
+            command_config,
+            "--add",
+            "--allow-principal",
+            principal,
+        ]
         for op in g.operations:
             args += ["--operation", _acl_name(op)]
         args += ["--cluster"] if g.resource == CLUSTER else [f"--{g.resource}", g.name]
@@ -197,36 +253,50 @@ def kafka_acls_commands(principal: str, grants: Sequence[Grant], bootstrap: str 
     return out
 
 
-_KINDS = {TOPIC: ResourceType.TOPIC, GROUP: ResourceType.GROUP,
-          TRANSACTIONAL_ID: ResourceType.TRANSACTIONAL_ID, CLUSTER: ResourceType.BROKER}
+_KINDS = {
+    TOPIC: ResourceType.TOPIC,
+    GROUP: ResourceType.GROUP,
+    TRANSACTIONAL_ID: ResourceType.TRANSACTIONAL_ID,
+    CLUSTER: ResourceType.BROKER,
+}
 
 
 def _patterns(grants: Sequence[Grant]) -> list[tuple[ResourceType, str, ResourcePatternType, str]]:
     """(resource type, name, pattern type, operation) of each ACL of the grants."""
     return [
-        (_KINDS[g.resource], "kafka-cluster" if g.resource == CLUSTER else g.name,
-         ResourcePatternType.PREFIXED if g.prefixed else ResourcePatternType.LITERAL, op)
-        for g in grants for op in g.operations
+        (
+            _KINDS[g.resource],
+            "kafka-cluster" if g.resource == CLUSTER else g.name,
+            ResourcePatternType.PREFIXED if g.prefixed else ResourcePatternType.LITERAL,
+            op,
+        )
+        for g in grants
+        for op in g.operations
     ]
 
 
-def apply(config: Config, principal: str, grants: Sequence[Grant], host: str = "*",
-          timeout: float = 30.0) -> None:
+def apply(
+    config: Config, principal: str, grants: Sequence[Grant], host: str = "*", timeout: float = 30.0
+) -> None:
     """Create the grants' ACLs (blocking), as a principal allowed to alter the cluster's ACLs."""
     admin = AdminClient(dict(config))
-    acls = [AclBinding(kind, name, pattern, principal, host, AclOperation[op], AclPermissionType.ALLOW)
-            for kind, name, pattern, op in _patterns(grants)]
+    acls = [
+        AclBinding(kind, name, pattern, principal, host, AclOperation[op], AclPermissionType.ALLOW)
+        for kind, name, pattern, op in _patterns(grants)
+    ]
     for fut in admin.create_acls(acls).values():
         fut.result(timeout)
 
 
-def revoke(config: Config, principal: str, grants: Sequence[Grant], host: str = "*",
-            timeout: float = 30.0) -> None:
+def revoke(
+    config: Config, principal: str, grants: Sequence[Grant], host: str = "*", timeout: float = 30.0
+) -> None:
     """Delete exactly the grants' ACLs (blocking)."""
     admin = AdminClient(dict(config))
-    filters = [AclBindingFilter(kind, name, pattern, principal, host, AclOperation[op],
-                                AclPermissionType.ALLOW)
-               for kind, name, pattern, op in _patterns(grants)]
+    filters = [
+        AclBindingFilter(kind, name, pattern, principal, host, AclOperation[op], AclPermissionType.ALLOW)
+        for kind, name, pattern, op in _patterns(grants)
+    ]
     for fut in admin.delete_acls(filters).values():
         fut.result(timeout)
 
@@ -235,24 +305,50 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m gateway.kafka.acls",
         description="Print (or apply) the ACLs a gateway principal needs on a Kafka cluster "
-                    "with an authorizer: kafka-acls.sh commands, one per resource pattern.")
+        "with an authorizer: kafka-acls.sh commands, one per resource pattern.",
+    )
     parser.add_argument("--principal", required=True, help="e.g. User:pubsub-gateway")
-    parser.add_argument("--internal-prefix", default="__pubsub_gateway",
-                        help="the gateway's --internal-prefix (default __pubsub_gateway)")
-    parser.add_argument("--project", action="append", default=[],
-                        help="a project whose Pub/Sub topics the gateway serves (repeatable)")
-    parser.add_argument("--adopted-topic", action="append", default=[],
-                        help="an existing Kafka topic adopted with the label kafka-topic (repeatable)")
-    parser.add_argument("--spark-reader", action="store_true",
-                        help="the set of a Spark reader (spark/) instead of the gateway's")
+    parser.add_argument(
+        "--internal-prefix",
+        default="__pubsub_gateway",
+        help="the gateway's --internal-prefix (default __pubsub_gateway)",
+    )
+    parser.add_argument(
+        "--project",
+        action="append",
+        default=[],
+        help="a project whose Pub/Sub topics the gateway serves (repeatable)",
+    )
+    parser.add_argument(
+        "--adopted-topic",
+        action="append",
+        default=[],
+        help="an existing Kafka topic adopted with the label kafka-topic (repeatable)",
+    )
+    parser.add_argument(
+        "--spark-reader",
+        action="store_true",
+        help="the set of a Spark reader (spark/) instead of the gateway's",
+    )
     parser.add_argument("--no-acks", action="store_true", help="with --spark-reader: read only")
     parser.add_argument("--bootstrap", default="BROKER:9093", help="for the printed commands, or --apply")
-    parser.add_argument("--command-config", default="admin.properties",
-                        help="kafka-acls.sh --command-config file named in the printed commands")
-    parser.add_argument("--apply", action="store_true",
-                        help="create the ACLs now, logging in with --kafka-config (an admin's)")
-    parser.add_argument("--kafka-config", action="append", default=[], metavar="KEY=VALUE",
-                        help="librdkafka option of the admin connection for --apply (repeatable)")
+    parser.add_argument(
+        "--command-config",
+        default="admin.properties",
+        help="kafka-acls.sh --command-config file named in the printed commands",
+    )
+    parser.add_argument(
+        "--apply",
+        action="store_true",
+        help="create the ACLs now, logging in with --kafka-config (an admin's)",
+    )
+    parser.add_argument(
+        "--kafka-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka option of the admin connection for --apply (repeatable)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.spark_reader:
@@ -264,8 +360,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.principal.count(":"):
         parser.error("--principal needs a type: User:NAME")
     if not args.apply:
-        for grant, command in zip(grants, kafka_acls_commands(
-                args.principal, grants, args.bootstrap, args.command_config), strict=True):
+        for grant, command in zip(
+            grants,
+            kafka_acls_commands(args.principal, grants, args.bootstrap, args.command_config),
+            strict=True,
+        ):
             print(f"# {grant.purpose}\n{command}")
         return 0
     config = {"bootstrap.servers": args.bootstrap}
@@ -277,8 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     apply(config, args.principal, grants)
     for grant in grants:
         kind = "prefix" if grant.prefixed else "name"
-        print(f"granted {args.principal} {', '.join(grant.operations)} on {grant.resource} "
-              f"{kind} {grant.name} ({grant.purpose})")
+        print(
+            f"granted {args.principal} {', '.join(grant.operations)} on {grant.resource} "
+            f"{kind} {grant.name} ({grant.purpose})"
+        )
     return 0
 
 

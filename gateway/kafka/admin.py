@@ -60,9 +60,13 @@ def _error(exc: BaseException, what: str, needs: tuple[Need, ...] = ()) -> Excep
             return refused
         if code in _REFUSED_LOGIN:
             return PermissionDenied(f"{what}: Kafka refused the gateway's login: {err.str()}")
-        if code in (KafkaError.TOPIC_EXCEPTION, KafkaError.INVALID_CONFIG,
-                    KafkaError.INVALID_PARTITIONS, KafkaError.INVALID_REPLICATION_FACTOR,
-                    KafkaError.POLICY_VIOLATION):
+        if code in (
+            KafkaError.TOPIC_EXCEPTION,
+            KafkaError.INVALID_CONFIG,
+            KafkaError.INVALID_PARTITIONS,
+            KafkaError.INVALID_REPLICATION_FACTOR,
+            KafkaError.POLICY_VIOLATION,
+        ):
             return FailedPrecondition(f"{what}: Kafka refused: {err.str()}")
         return Unavailable(f"{what}: {err.str()}")
     return Unavailable(f"{what}: {exc}")
@@ -105,15 +109,16 @@ class Admin:
         self._client = AdminClient(self._config, logger=_rdkafka_log)
         self._replication = replication_factor
 
-    async def create_topic(
-        self, name: str, partitions: int, config: Mapping[str, str] | None = None
-    ) -> None:
+    async def create_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
         new = NewTopic(name, partitions, self._replication, config=dict(config or {}))
         futures = self._client.create_topics([new], operation_timeout=TIMEOUT)
         await _await(futures[name], f"creating Kafka topic {name}", Need("CREATE", TOPIC, name))
 
     async def create_topic_retrying(
-        self, name: str, partitions: int, config: Mapping[str, str] | None = None,
+        self,
+        name: str,
+        partitions: int,
+        config: Mapping[str, str] | None = None,
         wait: float = 30.0,
     ) -> None:
         """Create a topic, waiting out a deletion of the same name still in progress."""
@@ -130,8 +135,9 @@ class Admin:
     async def set_topic_config(self, name: str, config: Mapping[str, str | None]) -> None:
         """Set (or, with None, reset to the default) configs of a topic."""
         entries = [
-            ConfigEntry(k, v, incremental_operation=(
-                AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET))
+            ConfigEntry(
+                k, v, incremental_operation=(AlterConfigOpType.DELETE if v is None else AlterConfigOpType.SET)
+            )
             for k, v in config.items()
         ]
         resource = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
@@ -165,16 +171,19 @@ class Admin:
         found = await self._describe(name)
         return None if found is None else found[0]
 
-    async def _describe(self, name: str, operations: bool = False
-                        ) -> tuple[int, frozenset[str] | None] | None:
+    async def _describe(
+        self, name: str, operations: bool = False
+    ) -> tuple[int, frozenset[str] | None] | None:
         """(partitions, the operations the gateway's principal may do on it) of a topic, None
         when it does not exist. The operations (names of AclOperation) only when asked for and
         the cluster tells: None from a cluster without an authorizer."""
-        futures = self._client.describe_topics(TopicCollection([name]), request_timeout=TIMEOUT,
-                                               include_authorized_operations=operations)
+        futures = self._client.describe_topics(
+            TopicCollection([name]), request_timeout=TIMEOUT, include_authorized_operations=operations
+        )
         try:
-            desc = await _await(futures[name], f"describing Kafka topic {name}",
-                                Need("DESCRIBE", TOPIC, name))
+            desc = await _await(
+                futures[name], f"describing Kafka topic {name}", Need("DESCRIBE", TOPIC, name)
+            )
         except NotFound:
             return None
         allowed = desc.authorized_operations if operations else None
@@ -204,18 +213,27 @@ class Admin:
         """The topic's effective configs (its own, else the broker's defaults)."""
         resource = ConfigResource(ResourceType.TOPIC, name)
         futures = self._client.describe_configs([resource], request_timeout=TIMEOUT)
-        entries = await _await(futures[resource], f"reading the configs of Kafka topic {name}",
-                               Need("DESCRIBE_CONFIGS", TOPIC, name))
+        entries = await _await(
+            futures[resource],
+            f"reading the configs of Kafka topic {name}",
+            Need("DESCRIBE_CONFIGS", TOPIC, name),
+        )
         return {key: entry.value for key, entry in entries.items() if entry.value is not None}
 
     async def topic_overrides(self, name: str) -> dict[str, str]:
         """The configs set on the topic itself (not the broker's defaults)."""
         resource = ConfigResource(ResourceType.TOPIC, name)
         futures = self._client.describe_configs([resource], request_timeout=TIMEOUT)
-        entries = await _await(futures[resource], f"reading the configs of Kafka topic {name}",
-                               Need("DESCRIBE_CONFIGS", TOPIC, name))
-        return {key: entry.value for key, entry in entries.items()
-                if entry.value is not None and _source(entry) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+        entries = await _await(
+            futures[resource],
+            f"reading the configs of Kafka topic {name}",
+            Need("DESCRIBE_CONFIGS", TOPIC, name),
+        )
+        return {
+            key: entry.value
+            for key, entry in entries.items()
+            if entry.value is not None and _source(entry) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+        }
 
     async def ensure_topic(self, spec: TopicSpec) -> None:
         """Create the topic as `spec` says, or verify the existing one (see `verify_topic`)."""
@@ -237,14 +255,19 @@ class Admin:
         if found is None:
             raise NotFound(f"Kafka topic {spec.name} does not exist")
         partitions, allowed = found
-        self._require(spec if manage else dataclasses.replace(
-            spec, access=tuple(op for op in spec.access if op in _USING)), allowed)
+        self._require(
+            spec
+            if manage
+            else dataclasses.replace(spec, access=tuple(op for op in spec.access if op in _USING)),
+            allowed,
+        )
         if partitions != spec.partitions:
             raise FailedPrecondition(
                 f"Kafka topic {spec.name} has {partitions} partitions where the gateway needs "
                 f"{spec.partitions}; it was not created by the gateway (was it auto-created?). "
                 f"Delete it (kafka-topics.sh --delete --topic {spec.name}) if it holds nothing "
-                "you need, and the gateway creates it anew")
+                "you need, and the gateway creates it anew"
+            )
         current = await self.topic_config(spec.name)
         wrong = {k: v for k, v in spec.required.items() if current.get(k) != v}
         if not wrong:
@@ -259,8 +282,9 @@ class Admin:
                 f"({exc.message}). Mend it with: kafka-configs.sh --bootstrap-server BROKER "
                 f"--alter --entity-type topics --entity-name {spec.name} --add-config {configs}"
             ) from exc
-        log.warning("Kafka topic %s had %s; set %s", spec.name, was,
-                    ", ".join(f"{k}={v}" for k, v in wrong.items()))
+        log.warning(
+            "Kafka topic %s had %s; set %s", spec.name, was, ", ".join(f"{k}={v}" for k, v in wrong.items())
+        )
 
     async def end_offsets(self, name: str, partitions: int) -> dict[int, int]:
         return await self._list_offsets(name, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
@@ -318,8 +342,9 @@ class Admin:
     async def group_owners(self, group: str) -> dict[int, str]:
         """Partition -> client.id of the member that owns it, for a group's current assignment."""
         futures = self._client.describe_consumer_groups([group], request_timeout=TIMEOUT)
-        desc = await _await(futures[group], f"describing consumer group {group}",
-                            Need("DESCRIBE", GROUP, group))
+        desc = await _await(
+            futures[group], f"describing consumer group {group}", Need("DESCRIBE", GROUP, group)
+        )
         return {
             tp.partition: member.client_id
             for member in desc.members
@@ -339,7 +364,6 @@ class Admin:
             return False
         return True
 
-
     async def check_group_access(self, group: str, operations: tuple[str, ...], wait: float = 15.0) -> None:
         """PERMISSION_DENIED naming every one of `operations` Kafka's authorizer does not allow
         the gateway on the consumer group (existing or not); nothing when the cluster does not
@@ -348,11 +372,13 @@ class Admin:
         loop = asyncio.get_running_loop()
         end = loop.time() + wait
         while True:
-            futures = self._client.describe_consumer_groups([group], request_timeout=TIMEOUT,
-                                                            include_authorized_operations=True)
+            futures = self._client.describe_consumer_groups(
+                [group], request_timeout=TIMEOUT, include_authorized_operations=True
+            )
             try:
-                desc = await _await(futures[group], f"describing consumer group {group}",
-                                    Need("DESCRIBE", GROUP, group))
+                desc = await _await(
+                    futures[group], f"describing consumer group {group}", Need("DESCRIBE", GROUP, group)
+                )
                 break
             except (Unavailable, FailedPrecondition, NotFound) as exc:
                 if loop.time() > end:
@@ -384,6 +410,7 @@ def check_connection(config: Mapping[str, str | int | bool], timeout: float = 10
             refused = [e for e in errors if e.code() in _REFUSED_LOGIN]
             if refused:
                 raise PermissionDenied(
-                    f"Kafka at {where} refused the gateway's login: {refused[0].str()}") from exc
+                    f"Kafka at {where} refused the gateway's login: {refused[0].str()}"
+                ) from exc
             if time.monotonic() >= deadline:
                 raise Unavailable(f"cannot reach Kafka at {where}: {exc}") from exc

@@ -25,8 +25,15 @@ import threading
 import time
 from collections.abc import Callable
 
-__all__ = ["BURST_LINES", "INTERVAL_SECONDS", "LINES_PER_SECOND", "QUIET_SECONDS", "RateLimit",
-           "client_logger", "shape"]
+__all__ = [
+    "BURST_LINES",
+    "INTERVAL_SECONDS",
+    "LINES_PER_SECOND",
+    "QUIET_SECONDS",
+    "RateLimit",
+    "client_logger",
+    "shape",
+]
 
 INTERVAL_SECONDS = 30.0  # one line per shape per interval
 # Longer than librdkafka's longest reconnect backoff (reconnect.backoff.max.ms 10 s, +20% jitter):
@@ -75,10 +82,16 @@ class RateLimit(logging.Filter):
     """Per-shape interval plus a token bucket over all shapes; thread-safe (librdkafka lines
     arrive on every client's poll thread). ``clock`` is injectable for tests."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
-                 interval: float = INTERVAL_SECONDS, quiet: float = QUIET_SECONDS,
-                 per_second: float = LINES_PER_SECOND, burst: int = BURST_LINES,
-                 max_shapes: int = MAX_SHAPES) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        interval: float = INTERVAL_SECONDS,
+        quiet: float = QUIET_SECONDS,
+        per_second: float = LINES_PER_SECOND,
+        burst: int = BURST_LINES,
+        max_shapes: int = MAX_SHAPES,
+    ) -> None:
         super().__init__()
         self._clock = clock
         self._interval = interval
@@ -102,8 +115,7 @@ class RateLimit(logging.Filter):
                 state = self._shapes[key] = _Shape(since=now, seen=now)
                 if len(self._shapes) > self._max_shapes:
                     self._forget(now)
-            due = not state.passed or now - state.since >= self._interval \
-                or now - state.seen >= self._quiet
+            due = not state.passed or now - state.since >= self._interval or now - state.seen >= self._quiet
             state.seen = now
             if not due or not self._take_token(now):
                 state.held += 1

@@ -58,19 +58,26 @@ def _refusal(msg: confluent_kafka.Message, what: str, *needs: Need) -> Permissio
 def to_record(msg: confluent_kafka.Message) -> Record:
     headers = msg.headers()
     return Record(  # partition, offset, timestamp_ms, key, value, headers (positional: hot path)
-        msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1], msg.key(), msg.value(),
+        msg.partition() or 0,
+        msg.offset() or 0,
+        msg.timestamp()[1],
+        msg.key(),
+        msg.value(),
         list(headers.items()) if isinstance(headers, dict) else headers,
     )
 
 
 def _reader_config(base: Config) -> dict[str, str | int | float | bool]:
-    return client_config(base, {
-        "group.id": f"pubsub-gateway-reader-{uuid.uuid4().hex[:8]}",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": False,
-        "fetch.wait.max.ms": 100,
-    })
+    return client_config(
+        base,
+        {
+            "group.id": f"pubsub-gateway-reader-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 100,
+        },
+    )
 
 
 def _watermarks(consumer: confluent_kafka.Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
@@ -83,20 +90,32 @@ def _watermarks(consumer: confluent_kafka.Consumer, tp: TopicPartition, timeout:
         except confluent_kafka.KafkaException as exc:
             err = exc.args[0]
             refused = isinstance(err, KafkaError) and denial(
-                f"reading the offsets of Kafka topic {tp.topic}", err, [Need("DESCRIBE", TOPIC, tp.topic)])
+                f"reading the offsets of Kafka topic {tp.topic}", err, [Need("DESCRIBE", TOPIC, tp.topic)]
+            )
             if refused:
                 raise refused from exc
-            retriable = isinstance(err, KafkaError) and (err.retriable() or err.code() in (
-                KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION))
+            retriable = isinstance(err, KafkaError) and (
+                err.retriable()
+                or err.code()
+                in (
+                    KafkaError.NOT_LEADER_FOR_PARTITION,
+                    KafkaError.LEADER_NOT_AVAILABLE,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    KafkaError._UNKNOWN_PARTITION,
+                )
+            )
             if not retriable or time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
 
 
 def read_to_end(
-    base: Config, topic: str, partition: int, timeout: float = 30.0,
-    start: int | None = None, end: int | None = None,
+    base: Config,
+    topic: str,
+    partition: int,
+    timeout: float = 30.0,
+    start: int | None = None,
+    end: int | None = None,
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """Blocking: everything now in one partition, as (offset, key, value); or what lies in
     [start, end) of it (clamped to what the partition holds)."""
@@ -192,7 +211,9 @@ class TailReader:
     """
 
     def __init__(
-        self, base: Config, name: str,
+        self,
+        base: Config,
+        name: str,
         on_messages: Callable[[list[tuple[str, int, int, bytes | None, bytes | None]]], None],
         on_denied: Callable[[PermissionDenied], None] | None = None,
     ) -> None:
@@ -279,31 +300,41 @@ class GroupFetcher:
     fetcher's loop takes them, at least every `IDLE_POLL_SECONDS`.
     """
 
-    def __init__(self, base: Config, group_id: str, topic: str, listener: FetchListener,
-                 session_timeout_ms: int, client_id: str = "pubsub-gateway",
-                 on_joined: Callable[[], None] | None = None,
-                 on_denied: Callable[[PermissionDenied], None] | None = None) -> None:
+    def __init__(
+        self,
+        base: Config,
+        group_id: str,
+        topic: str,
+        listener: FetchListener,
+        session_timeout_ms: int,
+        client_id: str = "pubsub-gateway",
+        on_joined: Callable[[], None] | None = None,
+        on_denied: Callable[[PermissionDenied], None] | None = None,
+    ) -> None:
         """`on_joined` is called (on the fetcher's thread) after every assignment, an empty
         one included: the member has joined and knows what it owns. `on_denied` (same
         thread) when Kafka's authorizer refuses the member its group or its topic, naming
         which; without it, that is logged."""
-        config = client_config(base, {
-            "group.id": group_id,
-            "client.id": client_id,
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": False,
-            "auto.offset.reset": "earliest",
-            "partition.assignment.strategy": "cooperative-sticky",
-            "session.timeout.ms": session_timeout_ms,
-            "heartbeat.interval.ms": max(300, session_timeout_ms // 5),
-            "max.poll.interval.ms": 120_000,
-            "queued.max.messages.kbytes": 16_384,
-            # When that queue is full librdkafka waits this long before fetching again; its
-            # default of 1 s stalled busy subscriptions (24k -> 33k msg/s in the benchmark).
-            "fetch.queue.backoff.ms": 10,
-            "fetch.wait.max.ms": 200,
-        })
+        config = client_config(
+            base,
+            {
+                "group.id": group_id,
+                "client.id": client_id,
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+                "enable.partition.eof": False,
+                "auto.offset.reset": "earliest",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": session_timeout_ms,
+                "heartbeat.interval.ms": max(300, session_timeout_ms // 5),
+                "max.poll.interval.ms": 120_000,
+                "queued.max.messages.kbytes": 16_384,
+                # When that queue is full librdkafka waits this long before fetching again; its
+                # default of 1 s stalled busy subscriptions (24k -> 33k msg/s in the benchmark).
+                "fetch.queue.backoff.ms": 10,
+                "fetch.wait.max.ms": 200,
+            },
+        )
         self._on_joined = on_joined
         self._on_denied = on_denied
         self._group = group_id
@@ -364,14 +395,20 @@ class GroupFetcher:
                 tps_now = [TopicPartition(self._topic, p) for p in parts]
                 committed = {
                     tp.partition: tp.offset
-                    for tp in consumer.committed(tps_now, timeout=30) if tp.offset >= 0
+                    for tp in consumer.committed(tps_now, timeout=30)
+                    if tp.offset >= 0
                 }
                 return self._listener.on_assigned(parts, committed)
             except Exception as exc:  # noqa: BLE001 - retried: see above
                 if not self._running:
                     return {}
-                log.warning("recovering partitions %s of %s failed, retrying in %.1f s: %s",
-                            parts, self._topic, delay, exc)
+                log.warning(
+                    "recovering partitions %s of %s failed, retrying in %.1f s: %s",
+                    parts,
+                    self._topic,
+                    delay,
+                    exc,
+                )
                 self._demand.wait(delay)
                 delay = min(delay * 2, 10.0)
 
@@ -460,8 +497,12 @@ class GroupFetcher:
     def _refused(self, msg: confluent_kafka.Message) -> bool:
         """True if the error message is Kafka's authorizer refusing the group (joining,
         committing) or the topic (metadata, fetching): told to `on_denied`."""
-        refused = _refusal(msg, f"consuming Kafka topic {self._topic} in consumer group {self._group}",
-                           Need("READ", GROUP, self._group), Need("READ", TOPIC, self._topic))
+        refused = _refusal(
+            msg,
+            f"consuming Kafka topic {self._topic} in consumer group {self._group}",
+            Need("READ", GROUP, self._group),
+            Need("READ", TOPIC, self._topic),
+        )
         if refused is None:
             return False
         if self._on_denied is not None:

@@ -112,7 +112,7 @@ def log_report(path: Path, since: int = 0) -> str:
 def sweep_stale_tmp_dirs() -> None:
     """Remove temporary data dirs left behind by processes that were killed (kill -9)."""
     for path in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*-*"):
-        owner = path.name[len(TMP_PREFIX):].split("-", 1)[0]
+        owner = path.name[len(TMP_PREFIX) :].split("-", 1)[0]
         if owner.isdigit() and not pid_alive(int(owner)):
             log.debug("removing stale local Kafka dir %s", path)
             shutil.rmtree(path, ignore_errors=True)
@@ -159,15 +159,22 @@ def port_open(bootstrap: str) -> bool:
         return False
 
 
-def serves_metadata(bootstrap: str, timeout: float, brokers: int = 1,
-                    config: Mapping[str, str] | None = None) -> bool:
+def serves_metadata(
+    bootstrap: str, timeout: float, brokers: int = 1, config: Mapping[str, str] | None = None
+) -> bool:
     """True once the cluster answers a metadata request listing all its brokers (`config`: how
     to log in, for a secured listener)."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
-                         "socket.connection.setup.timeout.ms": 2000, **(config or {})})
+    admin = AdminClient(
+        {
+            "bootstrap.servers": bootstrap,
+            "log_level": 0,
+            "socket.connection.setup.timeout.ms": 2000,
+            **(config or {}),
+        }
+    )
     try:
         return len(admin.list_topics(timeout=timeout).brokers) >= brokers
     except KafkaException:

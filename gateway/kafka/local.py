@@ -67,18 +67,20 @@ def profile_settings(profile: str, nodes: int) -> dict[str, str]:
         "share.coordinator.state.topic.min.isr": isr,
     }
     if profile == DEV:
-        settings.update({
-            # One gateway on a laptop: waiting 3 s for more group members to join only delays
-            # the first pull of every new subscription.
-            "group.initial.rebalance.delay.ms": "0",
-            # 50 partitions each are for clusters with many groups and producers; 10 and 4 start
-            # in half the time and keep ~90 fewer files open.
-            "offsets.topic.num.partitions": "10",
-            "transaction.state.log.num.partitions": "4",
-            "share.coordinator.state.topic.num.partitions": "4",
-            # The log cleaner's buffer lives on the heap: 128 MiB of a 384 MiB heap is too much.
-            "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
-        })
+        settings.update(
+            {
+                # One gateway on a laptop: waiting 3 s for more group members to join only delays
+                # the first pull of every new subscription.
+                "group.initial.rebalance.delay.ms": "0",
+                # 50 partitions each are for clusters with many groups and producers; 10 and 4 start
+                # in half the time and keep ~90 fewer files open.
+                "offsets.topic.num.partitions": "10",
+                "transaction.state.log.num.partitions": "4",
+                "share.coordinator.state.topic.num.partitions": "4",
+                # The log cleaner's buffer lives on the heap: 128 MiB of a 384 MiB heap is too much.
+                "log.cleaner.dedupe.buffer.size": str(16 * 1024 * 1024),
+            }
+        )
     return settings
 
 
@@ -146,10 +148,20 @@ class LocalKafka:
     ``security.librdkafka(user, password)``.
     """
 
-    def __init__(self, *, cache_dir: Path | None = None, data_dir: Path | None = None,
-                 port: int = 0, heap_mb: int = 384, log_file: Path | None = None,
-                 nodes: int = 1, profile: str = STOCK, settings: Mapping[str, str] | None = None,
-                 version: str = KAFKA_VERSION, secured: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        cache_dir: Path | None = None,
+        data_dir: Path | None = None,
+        port: int = 0,
+        heap_mb: int = 384,
+        log_file: Path | None = None,
+        nodes: int = 1,
+        profile: str = STOCK,
+        settings: Mapping[str, str] | None = None,
+        version: str = KAFKA_VERSION,
+        secured: bool = False,
+    ) -> None:
         if nodes < 1 or (port and nodes > 1):
             raise ValueError("nodes must be >= 1, and a fixed port is for one node only")
         self._cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
@@ -189,12 +201,14 @@ class LocalKafka:
             raise RuntimeError("users need a secured LocalKafka (secured=True), started")
         assert MECHANISM == "SCRAM-SHA-512"
         upsert = UserScramCredentialUpsertion(
-            user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS), password.encode())
+            user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS), password.encode()
+        )
         admin = AdminClient({**self.admin_config()})
         admin.alter_user_scram_credentials([upsert])[user].result(timeout)
         deadline = time.monotonic() + timeout
-        probe = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0,
-                             **self.security.librdkafka(user, password)})
+        probe = AdminClient(
+            {"bootstrap.servers": self.bootstrap, "log_level": 0, **self.security.librdkafka(user, password)}
+        )
         while True:  # the credential reaches the broker with the metadata: soon, not at once
             try:
                 probe.list_topics(timeout=max(1.0, min(5.0, deadline - time.monotonic())))
@@ -271,8 +285,14 @@ class LocalKafka:
         except BaseException:
             self.stop()
             raise
-        log.info("Kafka %s ready at %s (pid %s, rss %s MiB; %d node(s))", self.version,
-                 self.bootstrap, self.pid, _rss_text(self.pid), len(self._nodes))
+        log.info(
+            "Kafka %s ready at %s (pid %s, rss %s MiB; %d node(s))",
+            self.version,
+            self.bootstrap,
+            self.pid,
+            _rss_text(self.pid),
+            len(self._nodes),
+        )
         return self.bootstrap
 
     def kill_node(self, node_id: int) -> None:
@@ -313,8 +333,9 @@ class LocalKafka:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     # ----------------------------------------------------------------- internals
@@ -351,36 +372,61 @@ class LocalKafka:
         voters = ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in self._nodes)
         props = node.data / "server.properties"
         props.write_text(node.properties(voters, self.settings, self.security))
-        node.log_path = self._log_file if self._log_file is not None and self._count == 1 \
-            else node.data / "broker.log"
+        node.log_path = (
+            self._log_file if self._log_file is not None and self._count == 1 else node.data / "broker.log"
+        )
         node.log_path.parent.mkdir(parents=True, exist_ok=True)
         if node.log_fh is None:
             node.log_fh = node.log_path.open("ab")
         node.log_start = node.log_fh.tell()
-        node.log_fh.write(f"\n==== LocalKafka {self.version} node {node.node_id} starting {time.ctime()}\n"
-                          .encode())
+        node.log_fh.write(
+            f"\n==== LocalKafka {self.version} node {node.node_id} starting {time.ctime()}\n".encode()
+        )
         node.log_fh.flush()
         if not (node.data / "kraft-logs" / "meta.properties").exists():
             self._format(node, props, cluster_id or jvm.random_cluster_id(), deadline)
-        node.proc = jvm.popen(self._java_cmd("kafka.Kafka", str(props)),
-                           stdin=subprocess.DEVNULL, stdout=node.log_fh,
-                           stderr=subprocess.STDOUT, start_new_session=True)
-        log.debug("Kafka node %d pid %d starting at %s, log %s", node.node_id, node.proc.pid,
-                  node.address, node.log_path)
+        node.proc = jvm.popen(
+            self._java_cmd("kafka.Kafka", str(props)),
+            stdin=subprocess.DEVNULL,
+            stdout=node.log_fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.debug(
+            "Kafka node %d pid %d starting at %s, log %s",
+            node.node_id,
+            node.proc.pid,
+            node.address,
+            node.log_path,
+        )
 
     def _java_cmd(self, main_class: str, *args: str) -> list[str]:
         assert self._libs is not None
         return [
-            jvm.java(), f"-Xmx{self._heap_mb}m", f"-Xms{max(self._heap_mb // 2, 16)}m",
-            "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError", "-XX:-UsePerfData",
-            "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={_LOG4J_CONFIG}",
-            "-cp", str(self._libs / "*"), main_class, *args,
+            jvm.java(),
+            f"-Xmx{self._heap_mb}m",
+            f"-Xms{max(self._heap_mb // 2, 16)}m",
+            "-XX:+UseSerialGC",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-XX:-UsePerfData",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={_LOG4J_CONFIG}",
+            "-cp",
+            str(self._libs / "*"),
+            main_class,
+            *args,
         ]
 
     def _format(self, node: _Node, props: Path, cluster_id: str, deadline: float) -> None:
-        cmd = self._java_cmd("kafka.tools.StorageTool", "format", "--config", str(props),
-                             "--cluster-id", cluster_id,
-                             *(self.security.format_args() if self.security is not None else []))
+        cmd = self._java_cmd(
+            "kafka.tools.StorageTool",
+            "format",
+            "--config",
+            str(props),
+            "--cluster-id",
+            cluster_id,
+            *(self.security.format_args() if self.security is not None else []),
+        )
         proc = jvm.popen(cmd, stdin=subprocess.DEVNULL, stdout=node.log_fh, stderr=subprocess.STDOUT)
         try:
             code = proc.wait(timeout=max(1.0, min(_FORMAT_TIMEOUT, deadline - time.monotonic())))
@@ -396,9 +442,9 @@ class LocalKafka:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise RuntimeError(f"Kafka at {self.bootstrap} not ready in time\n{self._report()}")
-            if all(jvm.port_open(n.address) for n in self._nodes) \
-                    and jvm.serves_metadata(self.bootstrap, min(remaining, 5.0), brokers,
-                                            self._client_security()):
+            if all(jvm.port_open(n.address) for n in self._nodes) and jvm.serves_metadata(
+                self.bootstrap, min(remaining, 5.0), brokers, self._client_security()
+            ):
                 return
             time.sleep(0.2)
 
@@ -409,8 +455,9 @@ class LocalKafka:
         for node in self._nodes:
             code = node.proc.poll() if node.proc is not None else -1
             if code is not None:
-                raise RuntimeError(f"Kafka node {node.node_id} exited during start-up (exit {code})\n"
-                                   f"{self._report()}")
+                raise RuntimeError(
+                    f"Kafka node {node.node_id} exited during start-up (exit {code})\n{self._report()}"
+                )
 
 
 def _rss_text(pid: int | None) -> str:
@@ -422,23 +469,32 @@ def _rss_text(pid: int | None) -> str:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m gateway.kafka.local",
-                                     description="Run a local Kafka cluster until Ctrl-C.")
+    parser = argparse.ArgumentParser(
+        prog="python -m gateway.kafka.local", description="Run a local Kafka cluster until Ctrl-C."
+    )
     parser.add_argument("--port", type=int, default=9092, help="client listener port (0 = any free port)")
     parser.add_argument("--data-dir", type=Path, help="persistent data directory (default: temporary)")
     parser.add_argument(
-        "--cache-dir", type=Path,
+        "--cache-dir",
+        type=Path,
         help="jar cache (default: $PUBSUB_GATEWAY_CACHE or ~/.cache/pubsub-gateway)",
     )
     parser.add_argument("--heap-mb", type=int, default=384)
     parser.add_argument("--log-file", type=Path, help="broker log (default: <data dir>/broker.log)")
     parser.add_argument("--nodes", type=int, default=1, help="broker+controller nodes (default 1)")
-    parser.add_argument("--profile", choices=[DEV, STOCK], default=DEV,
-                        help="dev: tuned for a laptop (the default); stock: Kafka's own defaults")
+    parser.add_argument(
+        "--profile",
+        choices=[DEV, STOCK],
+        default=DEV,
+        help="dev: tuned for a laptop (the default); stock: Kafka's own defaults",
+    )
     parser.add_argument("--kafka-version", default=KAFKA_VERSION, help=f"default {KAFKA_VERSION}")
-    parser.add_argument("--secured", action="store_true",
-                        help="SASL_SSL with SCRAM-SHA-512 and ACLs only; prints the super user's "
-                             "client settings (add users with its admin client)")
+    parser.add_argument(
+        "--secured",
+        action="store_true",
+        help="SASL_SSL with SCRAM-SHA-512 and ACLs only; prints the super user's "
+        "client settings (add users with its admin client)",
+    )
     return parser.parse_args(argv)
 
 
@@ -446,10 +502,17 @@ def main(argv: list[str] | None = None) -> int:
     """Run a broker in the foreground; print its bootstrap address; stop on SIGINT/SIGTERM."""
     args = _parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    kafka = LocalKafka(cache_dir=args.cache_dir, data_dir=args.data_dir,
-                       port=args.port if args.nodes == 1 else 0, heap_mb=args.heap_mb,
-                       log_file=args.log_file, nodes=args.nodes, profile=args.profile,
-                       version=args.kafka_version, secured=args.secured)
+    kafka = LocalKafka(
+        cache_dir=args.cache_dir,
+        data_dir=args.data_dir,
+        port=args.port if args.nodes == 1 else 0,
+        heap_mb=args.heap_mb,
+        log_file=args.log_file,
+        nodes=args.nodes,
+        profile=args.profile,
+        version=args.kafka_version,
+        secured=args.secured,
+    )
     stop, started = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -73,8 +73,12 @@ class _Batch:
             self.future.set_result(self.results)
 
 
-def _translate(err: confluent_kafka.KafkaError, topic: str | None = None,
-               transactional_id: str | None = None, topics: Sequence[str] = ()) -> Exception:
+def _translate(
+    err: confluent_kafka.KafkaError,
+    topic: str | None = None,
+    transactional_id: str | None = None,
+    topics: Sequence[str] = (),
+) -> Exception:
     """A write's error as a core error: refusals of Kafka's authorizer name what is missing."""
     if err.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE:
         return InvalidArgument(f"Message too large for the Kafka topic: {err.str()}")
@@ -84,8 +88,13 @@ def _translate(err: confluent_kafka.KafkaError, topic: str | None = None,
         needs.append(Need("WRITE", TRANSACTIONAL_ID, transactional_id))
     else:  # an idempotent producer's id: IdempotentWrite, or since Kafka 3.0 Write on any topic
         needs.append(Need("IDEMPOTENT_WRITE", CLUSTER, "kafka-cluster"))
-    what = (f"writing to Kafka topic {' and '.join(written)}" if written
-            else f"starting transactions as {transactional_id}" if transactional_id else "writing to Kafka")
+    what = (
+        f"writing to Kafka topic {' and '.join(written)}"
+        if written
+        else f"starting transactions as {transactional_id}"
+        if transactional_id
+        else "writing to Kafka"
+    )
     refused = denial(what, err, needs)
     if refused is not None:
         return refused
@@ -96,16 +105,19 @@ class Producer:
     """Idempotent, acks=all producer shared by the whole process."""
 
     def __init__(self, config: Mapping[str, str | int | bool]) -> None:
-        self._config = client_config(config, {
-            "acks": "all",
-            "partitioner": "murmur2_random",  # what Java producers use: one key, one partition
-            "enable.idempotence": True,
-            "linger.ms": 2,
-            "message.max.bytes": 12_000_000,
-            "queue.buffering.max.messages": 200_000,
-            "queue.buffering.max.kbytes": 262_144,
-            "delivery.timeout.ms": 30_000,
-        })
+        self._config = client_config(
+            config,
+            {
+                "acks": "all",
+                "partitioner": "murmur2_random",  # what Java producers use: one key, one partition
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.max.bytes": 12_000_000,
+                "queue.buffering.max.messages": 200_000,
+                "queue.buffering.max.kbytes": 262_144,
+                "delivery.timeout.ms": 30_000,
+            },
+        )
         self._producer: confluent_kafka.Producer | None = None
         self._thread: threading.Thread | None = None
         self._running = False
@@ -148,7 +160,10 @@ class Producer:
         await self.stop()
 
     async def send(
-        self, topic: str, records: Sequence[OutRecord], partition: int | None = None,
+        self,
+        topic: str,
+        records: Sequence[OutRecord],
+        partition: int | None = None,
         spread: int = 0,
     ) -> list[tuple[int, int]]:
         """Write records and wait until Kafka confirms all; returns (partition, offset) each.
@@ -168,7 +183,11 @@ class Producer:
             while True:
                 try:
                     produce(
-                        topic, value=value, key=key, headers=headers, on_delivery=batch.callback(i),
+                        topic,
+                        value=value,
+                        key=key,
+                        headers=headers,
+                        on_delivery=batch.callback(i),
                         partition=keyless if key is None and keyless >= 0 else target,
                     )
                     break
@@ -212,12 +231,15 @@ class TransactionalSender:
 
     def __init__(self, config: Mapping[str, str | int | bool], transactional_id: str) -> None:
         self._id = transactional_id
-        self._config = client_config(config, {
-            "transactional.id": transactional_id,
-            "transaction.timeout.ms": 10_000,
-            "message.max.bytes": 12_000_000,
-            "linger.ms": 0,
-        })
+        self._config = client_config(
+            config,
+            {
+                "transactional.id": transactional_id,
+                "transaction.timeout.ms": 10_000,
+                "message.max.bytes": 12_000_000,
+                "linger.ms": 0,
+            },
+        )
         self._producer: confluent_kafka.Producer | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafka-txn")
 
@@ -228,6 +250,7 @@ class TransactionalSender:
         """Register the transactional id (fencing an earlier owner's producer). A refusal of
         Kafka's authorizer is fatal to a transactional producer: it is closed, and the
         PermissionDenied names the id."""
+
         def init() -> None:
             producer = confluent_kafka.Producer(self._config, logger=_rdkafka_log)
             producer.init_transactions(30)  # on failure the producer goes with this frame
@@ -241,14 +264,20 @@ class TransactionalSender:
 
     async def send(self, records: Sequence[TxnRecord]) -> None:
         """(topic, partition or None, key, value, headers) each; all or nothing."""
+
         def transact() -> None:
             producer = self._producer
             assert producer is not None
             producer.begin_transaction()
             try:
                 for topic, partition, key, value, headers in records:
-                    producer.produce(topic, value=value, key=key, headers=headers,
-                                     partition=-1 if partition is None else partition)
+                    producer.produce(
+                        topic,
+                        value=value,
+                        key=key,
+                        headers=headers,
+                        partition=-1 if partition is None else partition,
+                    )
                 producer.commit_transaction(30)
             except confluent_kafka.KafkaException:
                 try:

@@ -59,16 +59,17 @@ class Security:
     def broker_settings(self) -> dict[str, str]:
         """server.properties lines beyond the listeners (same on every node)."""
         password = self.admin_password
+        scram_jaas = f'{_SCRAM_MODULE} required username="{ADMIN}" password="{password}";'
+        plain_jaas = (
+            f'{_PLAIN_MODULE} required username="{ADMIN}" password="{password}" user_{ADMIN}="{password}";'
+        )
         return {
             "sasl.mechanism.inter.broker.protocol": MECHANISM,
             f"listener.name.{LISTENER.lower()}.sasl.enabled.mechanisms": MECHANISM,
-            f"listener.name.{LISTENER.lower()}.{MECHANISM.lower()}.sasl.jaas.config":
-                f'{_SCRAM_MODULE} required username="{ADMIN}" password="{password}";',
+            f"listener.name.{LISTENER.lower()}.{MECHANISM.lower()}.sasl.jaas.config": scram_jaas,
             "sasl.mechanism.controller.protocol": "PLAIN",
             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
-            "listener.name.controller.plain.sasl.jaas.config":
-                f'{_PLAIN_MODULE} required username="{ADMIN}" password="{password}" '
-                f'user_{ADMIN}="{password}";',
+            "listener.name.controller.plain.sasl.jaas.config": plain_jaas,
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.keystore),
             "ssl.truststore.type": "PEM",

@@ -25,10 +25,16 @@ class BrokerSupervisor:
     `max_restarts` deaths within `window` seconds, or a restart that fails, is fatal:
     `on_fatal(reason)` is called and the watch ends."""
 
-    def __init__(self, kafka: LocalKafka, max_restarts: int, on_fatal: Callable[[str], None], *,
-                 check_seconds: float = BROKER_CHECK_SECONDS,
-                 window: float = BROKER_RESTART_WINDOW_SECONDS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        kafka: LocalKafka,
+        max_restarts: int,
+        on_fatal: Callable[[str], None],
+        *,
+        check_seconds: float = BROKER_CHECK_SECONDS,
+        window: float = BROKER_RESTART_WINDOW_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._kafka = kafka
         self._bootstrap = kafka.bootstrap
         self._max_restarts = max_restarts
@@ -69,20 +75,35 @@ class BrokerSupervisor:
             death = f"the embedded Kafka broker (pid {kafka.pid}) {_exit_text(kafka)}"
             fatal = f"the embedded Kafka broker died and could not be restarted; see {kafka.log_file}"
             if len(self._deaths) > self._max_restarts:
-                log.error("%s: %d death(s) within %.0f s, more than --kafka-max-restarts %d allows; "
-                          "giving up; broker log: %s", death, len(self._deaths), self._window,
-                          self._max_restarts, kafka.log_file)
+                log.error(
+                    "%s: %d death(s) within %.0f s, more than --kafka-max-restarts %d allows; "
+                    "giving up; broker log: %s",
+                    death,
+                    len(self._deaths),
+                    self._window,
+                    self._max_restarts,
+                    kafka.log_file,
+                )
                 self._on_fatal(fatal)
                 return
-            log.error("%s; restarting it on the same port and data (death %d of %d allowed within "
-                      "%.0f s); broker log: %s", death, len(self._deaths), self._max_restarts,
-                      self._window, kafka.log_file)
+            log.error(
+                "%s; restarting it on the same port and data (death %d of %d allowed within "
+                "%.0f s); broker log: %s",
+                death,
+                len(self._deaths),
+                self._max_restarts,
+                self._window,
+                kafka.log_file,
+            )
             restart = self._restart = asyncio.create_task(asyncio.to_thread(_start_again, kafka))
             try:
                 await asyncio.shield(restart)
             except Exception:
-                log.error("restarting the embedded Kafka broker failed; broker log: %s",
-                          kafka.log_file, exc_info=True)
+                log.error(
+                    "restarting the embedded Kafka broker failed; broker log: %s",
+                    kafka.log_file,
+                    exc_info=True,
+                )
                 self._on_fatal(fatal)
                 return
             finally:

@@ -14,7 +14,10 @@ R = TypeVar("R")
 
 
 def fold(
-    partition: int, committed: int, entries: Iterable[tuple[bytes | None, bytes | None]], now_ms: int,
+    partition: int,
+    committed: int,
+    entries: Iterable[tuple[bytes | None, bytes | None]],
+    now_ms: int,
     key_of: Callable[[R], bytes | None] | None = None,
 ) -> tuple[PartitionState[R], set[bytes]]:
     """The state the log describes, and the keys the next checkpoint may tombstone: every

@@ -107,8 +107,15 @@ def decode(value: bytes) -> Command:
             else:  # the first format: one entry per offset
                 leases = tuple((_int(o), _int(o) + 1, _int(g), _int(t)) for o, g, t in d["leases"])
                 attempts = tuple((o, o + 1, n) for o, n in _pairs(d["attempts"]))
-            return Checkpoint(p, int(d["watermark"]), _pairs(d["acked"]), leases, attempts, epoch,
-                              _int(d.get("log_offset", -1)))
+            return Checkpoint(
+                p,
+                int(d["watermark"]),
+                _pairs(d["acked"]),
+                leases,
+                attempts,
+                epoch,
+                _int(d.get("log_offset", -1)),
+            )
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise BadLogRecord(f"unreadable lease-log record: {exc}") from exc
     raise BadLogRecord(f"unknown lease-log record type {kind!r}")

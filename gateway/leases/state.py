@@ -45,8 +45,13 @@ class PartitionState(Generic[R]):
     in offset order, a key's messages are leased only while none of its earlier ones is, and the
     release (nack, expiry) of one releases every later leased message of that key too."""
 
-    def __init__(self, partition: int, watermark: int, epoch: int = 0,
-                 key_of: Callable[[R], bytes | None] | None = None) -> None:
+    def __init__(
+        self,
+        partition: int,
+        watermark: int,
+        epoch: int = 0,
+        key_of: Callable[[R], bytes | None] | None = None,
+    ) -> None:
         # What the partition is and how it is delivered: set here only, so that a seek, which
         # starts the lease state over (`_start_over`), keeps them all.
         self.partition = partition
@@ -93,8 +98,14 @@ class PartitionState(Generic[R]):
             if self.leases.get(offset) == (gen, deadline):
                 break
             heapq.heappop(self._expiry)
-        times = [t for t in (self._expiry[0][0] if self._expiry else None,
-                             self._delayed[0][0] if self._delayed else None) if t is not None]
+        times = [
+            t
+            for t in (
+                self._expiry[0][0] if self._expiry else None,
+                self._delayed[0][0] if self._delayed else None,
+            )
+            if t is not None
+        ]
         return min(times) if times else None
 
     def take_dead(self) -> list[tuple[int, int, R]]:
@@ -181,8 +192,9 @@ class PartitionState(Generic[R]):
 
     # -- the delivery side -----------------------------------------------------------------
 
-    def take(self, n: int, now_ms: int, deadline_ms: int,
-             budget: Budget[R] | None = None) -> list[tuple[int, int, R]]:
+    def take(
+        self, n: int, now_ms: int, deadline_ms: int, budget: Budget[R] | None = None
+    ) -> list[tuple[int, int, R]]:
         """Lease up to n messages until deadline_ms: (offset, generation, record), oldest first.
 
         With a `budget`, only what it can still pay for: the first message that does not fit
@@ -288,9 +300,7 @@ class PartitionState(Generic[R]):
         self._ready_set.discard(offset)
         self._lease(offset, gen, deadline_ms)
 
-    def _apply_deadline(
-        self, entries: Iterable[tuple[int, int]], deadline_ms: int, now_ms: int
-    ) -> None:
+    def _apply_deadline(self, entries: Iterable[tuple[int, int]], deadline_ms: int, now_ms: int) -> None:
         for offset, gen in entries:
             lease = self.leases.get(offset)
             if lease is None or lease[0] != gen:

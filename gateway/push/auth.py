@@ -110,16 +110,23 @@ def signing_key(keys: Sequence[SigningKey], now_ms: int) -> SigningKey | None:
 
 def claims(issuer: str, audience: str, email: str, now: int) -> dict[str, object]:
     return {
-        "iss": issuer, "aud": audience, "azp": email, "sub": email, "email": email,
-        "email_verified": True, "iat": now, "exp": now + TOKEN_LIFETIME,
+        "iss": issuer,
+        "aud": audience,
+        "azp": email,
+        "sub": email,
+        "email": email,
+        "email_verified": True,
+        "iat": now,
+        "exp": now + TOKEN_LIFETIME,
     }
 
 
 class TokenSigner:
     """Signs push tokens with the current key; one cached token per (audience, email)."""
 
-    def __init__(self, keys: Callable[[], Sequence[SigningKey]], issuer: str,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, keys: Callable[[], Sequence[SigningKey]], issuer: str, clock: Callable[[], float] = time.time
+    ) -> None:
         self._keys = keys
         self.issuer = issuer
         self._clock = clock

@@ -28,11 +28,24 @@ MESSAGE_ID_HEADER = "x-goog-pubsub-message-id"
 PUBLISH_TIME_HEADER = "x-goog-pubsub-publish-time"
 ORDERING_KEY_HEADER = "x-goog-pubsub-ordering-key"
 # Attributes never written as headers: they would change how the request is read or routed.
-_RESERVED = frozenset({
-    "authorization", "connection", "content-encoding", "content-length", "content-type", "expect",
-    "host", "keep-alive", "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade",
-    "user-agent",
-})
+_RESERVED = frozenset(
+    {
+        "authorization",
+        "connection",
+        "content-encoding",
+        "content-length",
+        "content-type",
+        "expect",
+        "host",
+        "keep-alive",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "user-agent",
+    }
+)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an HTTP header name (RFC 9110 token)
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
@@ -96,9 +109,11 @@ def wrapped_json(subscription: str, message: MessageView, attempt: int) -> str:
     mid = f'"{mid}"' if mid.isdigit() else json.dumps(mid)
     key = f',"orderingKey":{json.dumps(message.ordering_key)}' if message.ordering_key else ""
     count = f',"deliveryAttempt":{attempt}' if attempt > 0 else ""
-    return (f'{{"message":{{"attributes":{attributes},"data":"{base64.b64encode(message.data).decode()}",'
-            f'"messageId":{mid},"message_id":{mid},"publishTime":"{published}","publish_time":"{published}"'
-            f'{key}}},"subscription":{_json_string(subscription)}{count}}}')
+    return (
+        f'{{"message":{{"attributes":{attributes},"data":"{base64.b64encode(message.data).decode()}",'
+        f'"messageId":{mid},"message_id":{mid},"publishTime":"{published}","publish_time":"{published}"'
+        f'{key}}},"subscription":{_json_string(subscription)}{count}}}'
+    )
 
 
 def metadata_headers(subscription: str, message: MessageView) -> dict[str, str]:

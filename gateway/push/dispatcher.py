@@ -60,8 +60,15 @@ def target_of(proto: Any) -> body.PushTarget:
 
 
 class Dispatcher:
-    def __init__(self, res: Resource, delivery: DeliveryService, http: sender.PushClient,
-                 signer: TokenSigner, max_window: int, max_senders: int) -> None:
+    def __init__(
+        self,
+        res: Resource,
+        delivery: DeliveryService,
+        http: sender.PushClient,
+        signer: TokenSigner,
+        max_window: int,
+        max_senders: int,
+    ) -> None:
         self.name = res.name
         self.uid: str = res.meta["uid"]
         self._delivery = delivery
@@ -169,8 +176,9 @@ class Dispatcher:
         finally:
             await batches.aclose()
 
-    async def _next(self, session: StreamSession,
-                    batches: AsyncGenerator[StreamOutput, None]) -> StreamOutput | None:
+    async def _next(
+        self, session: StreamSession, batches: AsyncGenerator[StreamOutput, None]
+    ) -> StreamOutput | None:
         """The session's next output; None when a failure or stop() interrupted the wait."""
         self._waiting = session
         # A session waiting this long is reopened too: should its runner have been replaced
@@ -291,11 +299,20 @@ class Dispatcher:
         if outcome.refused:
             self._log_refusal(outcome, now)
         elif self._failures == 1:
-            log.warning("%s: push to %s failed (%s); backing off", self.name,
-                        endpoints.mask(self.target.endpoint), outcome.detail)
+            log.warning(
+                "%s: push to %s failed (%s); backing off",
+                self.name,
+                endpoints.mask(self.target.endpoint),
+                outcome.detail,
+            )
         else:
-            log.debug("%s: push failed (%s); window %d, backoff %.1f s", self.name, outcome.detail,
-                      self.window.limit, self.backoff.delay)
+            log.debug(
+                "%s: push failed (%s); window %d, backoff %.1f s",
+                self.name,
+                outcome.detail,
+                self.window.limit,
+                self.backoff.delay,
+            )
 
     def _log_refusal(self, outcome: sender.Outcome, now: float) -> None:
         """A warning per REFUSAL_LOG_SECONDS at most: a refused destination stays refused, and the
@@ -303,10 +320,18 @@ class Dispatcher:
         self._refusals_unlogged += 1
         if self._refusal_logged_at is not None and now - self._refusal_logged_at < REFUSAL_LOG_SECONDS:
             return
-        since = "" if self._refusal_logged_at is None else \
-            f" ({self._refusals_unlogged} refused since the previous warning)"
-        log.warning("%s: push to %s refused by the push destination policy: %s; the messages stay in "
-                    "the subscription, retried with backoff%s", self.name,
-                    endpoints.mask(self.target.endpoint), outcome.detail, since)
+        since = (
+            ""
+            if self._refusal_logged_at is None
+            else f" ({self._refusals_unlogged} refused since the previous warning)"
+        )
+        log.warning(
+            "%s: push to %s refused by the push destination policy: %s; the messages stay in "
+            "the subscription, retried with backoff%s",
+            self.name,
+            endpoints.mask(self.target.endpoint),
+            outcome.detail,
+            since,
+        )
         self._refusal_logged_at = now
         self._refusals_unlogged = 0

@@ -19,8 +19,9 @@ from gateway.push import auth
 CACHE_CONTROL = "public, max-age=300"
 
 
-def add_routes(app: web.Application, keys: Callable[[], Sequence[auth.SigningKey]],
-               issuer: Callable[[], str]) -> None:
+def add_routes(
+    app: web.Application, keys: Callable[[], Sequence[auth.SigningKey]], issuer: Callable[[], str]
+) -> None:
     """Serve both documents from `app`; `keys` and `issuer` are read at every request."""
 
     async def certs(_request: web.Request) -> web.Response:
@@ -34,5 +35,9 @@ def add_routes(app: web.Application, keys: Callable[[], Sequence[auth.SigningKey
 
 
 def _json(document: object) -> web.Response:
-    return web.Response(body=json.dumps(document).encode(), content_type="application/json",
-                        charset="utf-8", headers={"Cache-Control": CACHE_CONTROL})
+    return web.Response(
+        body=json.dumps(document).encode(),
+        content_type="application/json",
+        charset="utf-8",
+        headers={"Cache-Control": CACHE_CONTROL},
+    )

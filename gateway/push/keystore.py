@@ -36,16 +36,28 @@ def _now_ms() -> int:
 
 
 class KeyStore:
-    def __init__(self, admin: Admin, producer: Producer, kafka_config: dict[str, Any], internal_prefix: str,
-                 key_file: Path | None, rotation_hours: float) -> None:
+    def __init__(
+        self,
+        admin: Admin,
+        producer: Producer,
+        kafka_config: dict[str, Any],
+        internal_prefix: str,
+        key_file: Path | None,
+        rotation_hours: float,
+    ) -> None:
         self._admin = admin
         self._producer = producer
         self.topic = names.internal_topic(internal_prefix, "pushkeys")
         self._key_file = key_file
         self._rotation_ms = int(rotation_hours * HOUR_MS)
         self._keys: dict[str, auth.SigningKey] = {}
-        self._follower = CompactedFollower(kafka_config, self.topic, "pushkeys", self._on_record,
-                                           late=f"could not read the push key topic {self.topic}")
+        self._follower = CompactedFollower(
+            kafka_config,
+            self.topic,
+            "pushkeys",
+            self._on_record,
+            late=f"could not read the push key topic {self.topic}",
+        )
         self._task: asyncio.Task[None] | None = None
 
     def keys(self) -> list[auth.SigningKey]:

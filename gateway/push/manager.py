@@ -45,13 +45,26 @@ def default_issuer(settings: Settings, rest_port: int) -> str:
 
 
 class PushManager:
-    def __init__(self, settings: Settings, store: ResourceStore, delivery: DeliveryService,
-                 admin: Admin, producer: Producer, kafka_config: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ResourceStore,
+        delivery: DeliveryService,
+        admin: Admin,
+        producer: Producer,
+        kafka_config: dict[str, Any],
+    ) -> None:
         self._settings = settings
         self._store = store
         self._delivery = delivery
-        self.keys = KeyStore(admin, producer, kafka_config, settings.internal_prefix,
-                             settings.push_auth_key_file, settings.push_auth_key_rotation_hours)
+        self.keys = KeyStore(
+            admin,
+            producer,
+            kafka_config,
+            settings.internal_prefix,
+            settings.push_auth_key_file,
+            settings.push_auth_key_rotation_hours,
+        )
         self.signer = TokenSigner(self.keys.keys, settings.push_auth_issuer)
         self._http: sender.PushClient | None = None
         self._dispatchers: dict[str, Dispatcher] = {}
@@ -72,16 +85,19 @@ class PushManager:
         self._running = True
         for res in list(self._store.all("subscription")):
             self._sync(res.name, res)
-        log.info("push delivery running (%d push subscriptions); token issuer %s; destinations %s",
-                 len(self._dispatchers), self.signer.issuer, self._settings.push_destinations)
+        log.info(
+            "push delivery running (%d push subscriptions); token issuer %s; destinations %s",
+            len(self._dispatchers),
+            self.signer.issuer,
+            self._settings.push_destinations,
+        )
 
     async def stop(self) -> None:
         """Stop every dispatcher (pushes in flight get the shutdown grace). Idempotent."""
         self._running = False
         dispatchers, self._dispatchers = list(self._dispatchers.values()), {}
         grace = self._settings.shutdown_grace_seconds
-        await asyncio.gather(*(d.stop(grace) for d in dispatchers), *self._retiring,
-                             return_exceptions=True)
+        await asyncio.gather(*(d.stop(grace) for d in dispatchers), *self._retiring, return_exceptions=True)
         http, self._http = self._http, None
         if http is not None:
             await http.close()
@@ -105,8 +121,14 @@ class PushManager:
             current.update(wanted)
             return
         assert self._http is not None
-        dispatcher = Dispatcher(wanted, self._delivery, self._http, self.signer,
-                                self._settings.push_max_outstanding, self._settings.push_max_connections)
+        dispatcher = Dispatcher(
+            wanted,
+            self._delivery,
+            self._http,
+            self.signer,
+            self._settings.push_max_outstanding,
+            self._settings.push_max_connections,
+        )
         self._dispatchers[name] = dispatcher
         dispatcher.start()
         log.info("%s: pushing to %s", name, endpoints.mask(dispatcher.target.endpoint))

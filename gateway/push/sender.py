@@ -70,14 +70,23 @@ class _Endpoint:
 class PushClient:
     """The process's one HTTP client for push: at most `max_connections` connections at once."""
 
-    def __init__(self, max_connections: int, destinations: endpoints.Policy = endpoints.DEFAULT_POLICY,
-                 resolver: AbstractResolver | None = None) -> None:
+    def __init__(
+        self,
+        max_connections: int,
+        destinations: endpoints.Policy = endpoints.DEFAULT_POLICY,
+        resolver: AbstractResolver | None = None,
+    ) -> None:
         """`resolver` (default aiohttp's) resolves names; its answers are checked against
         `destinations`, and so are hosts that are addresses."""
         self.destinations = destinations
         self._resolver = _GuardedResolver(resolver or DefaultResolver(), destinations)
-        self._connector = aiohttp.TCPConnector(limit=max_connections, limit_per_host=0, keepalive_timeout=30,
-                                               ttl_dns_cache=60, resolver=self._resolver)
+        self._connector = aiohttp.TCPConnector(
+            limit=max_connections,
+            limit_per_host=0,
+            keepalive_timeout=30,
+            ttl_dns_cache=60,
+            resolver=self._resolver,
+        )
         self._endpoints: dict[str, _Endpoint] = {}
         self._deadlines = _Deadlines()
 
@@ -168,8 +177,9 @@ class _GuardedResolver(AbstractResolver):
         self._inner = inner
         self._destinations = destinations
 
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         found = await self._inner.resolve(host, port, family)
         for result in found:
             why = _address_refusal(result["host"], self._destinations)

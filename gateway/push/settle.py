@@ -71,10 +71,11 @@ class Settler:
             self._write("nack", nacks, lambda ids: self._delivery.modify_ack_deadline(self._name, ids, 0)),
         )
 
-    async def _write(self, what: str, ids: list[str],
-                     call: Callable[[Sequence[str]], Awaitable[None]]) -> None:
+    async def _write(
+        self, what: str, ids: list[str], call: Callable[[Sequence[str]], Awaitable[None]]
+    ) -> None:
         for start in range(0, len(ids), CHUNK):
-            chunk = ids[start:start + CHUNK]
+            chunk = ids[start : start + CHUNK]
             try:
                 await call(chunk)
             except GatewayError as exc:

@@ -205,8 +205,11 @@ def problem(url: str, policy: Policy) -> str | None:
         sent = yarl.URL(url)
     except (ValueError, TypeError):
         return _NOT_A_URL
-    if parts.scheme not in ("http", "https") or not parts.hostname or not sent.raw_host or any(
-        c.isspace() for c in url
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or not sent.raw_host
+        or any(c.isspace() for c in url)
     ):
         return _NOT_A_URL
     return endpoint_refusal(url, policy)
@@ -242,7 +245,7 @@ def mask(url: str) -> str:
         return _mask_anyway(url)  # no authority ("http:user:pw@host"): not a push endpoint anyway
     netloc = parts.netloc
     if "@" in netloc:
-        netloc = MASK + netloc[netloc.rindex("@"):]
+        netloc = MASK + netloc[netloc.rindex("@") :]
     # "@" in the path: what precedes it in its segment may be the rest of a password that held
     # a "/" ("http://user:12/ss@host/" is host "user", port 12, path "/ss@host/")
     path = "/".join(_mask_before_at(segment) for segment in parts.path.split("/"))

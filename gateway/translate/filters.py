@@ -22,12 +22,15 @@ from gateway.errors import InvalidArgument
 MAX_FILTER_BYTES = 256
 Predicate = Callable[[Mapping[str, str]], bool]
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<space>\s+)
   | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
   | (?P<op>!=|=|:|\(|\)|,|-|\.)
   | (?P<word>[A-Za-z0-9_\-]+)
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|.)", re.DOTALL)
 _SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
 

@@ -148,8 +148,9 @@ def _label_char(c: str, first: bool = False) -> bool:
     return not first and (category[0] == "N" or c in "_-")
 
 
-def check_labels(labels: Mapping[str, str], own: Mapping[str, int] | None = None,
-                 field: str = "labels") -> None:
+def check_labels(
+    labels: Mapping[str, str], own: Mapping[str, int] | None = None, field: str = "labels"
+) -> None:
     """Google's label rules: at most 64 labels; keys of 1..63 characters that start with a
     lowercase or international letter; values of 0..63 characters; both only of lowercase or
     international letters, digits, '_' and '-'.
@@ -162,8 +163,10 @@ def check_labels(labels: Mapping[str, str], own: Mapping[str, int] | None = None
             f"Too many labels: {len(labels)} given, at most {MAX_LABELS} are allowed ({field})."
         )
     for key, value in labels.items():
-        if not 1 <= len(key) <= MAX_LABEL_CHARS or not _label_char(key[0], first=True) or not all(
-            _label_char(c) for c in key
+        if (
+            not 1 <= len(key) <= MAX_LABEL_CHARS
+            or not _label_char(key[0], first=True)
+            or not all(_label_char(c) for c in key)
         ):
             raise InvalidArgument(
                 f"Invalid label key {echo(key)}: a key has 1 to {MAX_LABEL_CHARS} characters, "
@@ -189,7 +192,7 @@ def quota_exceeded(kind: str, project: str, current: int, maximum: int, flag: st
     """RESOURCE_EXHAUSTED as Pub/Sub words a project over a resource limit, naming the
     setting that raises the gateway's."""
     return ResourceExhausted(
-        f"Your project has exceeded a limit: (type=\"{kind}-per-project\", current={current}, "
+        f'Your project has exceeded a limit: (type="{kind}-per-project", current={current}, '
         f"maximum={maximum}). Project {project} has {current} {kind}; this gateway allows "
         f"{maximum} per project ({flag})."
     )

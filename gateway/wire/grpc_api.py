@@ -88,8 +88,10 @@ def decoder(cls: type[Message]) -> Callable[[bytes], Message | Undecodable]:
             return parse(data)
         except DecodeError as exc:
             reason = str(exc).rpartition(": ")[2] or "not a valid message"
-            return Undecodable(f"Invalid PROTO payload received: the request is not a valid "
-                               f"{cls.DESCRIPTOR.full_name} ({reason}).")
+            return Undecodable(
+                f"Invalid PROTO payload received: the request is not a valid "
+                f"{cls.DESCRIPTOR.full_name} ({reason})."
+            )
 
     return decode
 
@@ -149,8 +151,9 @@ def _mask(request: Any) -> list[str]:
 
 
 class Publisher(pb_grpc.PublisherServicer):
-    def __init__(self, topics: TopicService, subscriptions: SubscriptionService,
-                 snapshots: SnapshotService) -> None:
+    def __init__(
+        self, topics: TopicService, subscriptions: SubscriptionService, snapshots: SnapshotService
+    ) -> None:
         self._topics = topics
         self._subs = subscriptions
         self._snapshots = snapshots
@@ -201,8 +204,9 @@ class Publisher(pb_grpc.PublisherServicer):
 
 
 class Subscriber(pb_grpc.SubscriberServicer):
-    def __init__(self, subscriptions: SubscriptionService, delivery: DeliveryService,
-                 snapshots: SnapshotService) -> None:
+    def __init__(
+        self, subscriptions: SubscriptionService, delivery: DeliveryService, snapshots: SnapshotService
+    ) -> None:
         self._subs = subscriptions
         self._delivery = delivery
         self._snapshots = snapshots
@@ -232,7 +236,9 @@ class Subscriber(pb_grpc.SubscriberServicer):
     @_guard
     async def ModifyAckDeadline(self, request: Any, context: Any) -> Any:
         await self._delivery.modify_ack_deadline(
-            request.subscription, list(request.ack_ids), request.ack_deadline_seconds,
+            request.subscription,
+            list(request.ack_ids),
+            request.ack_deadline_seconds,
             forwarded=_forwarded(context),
         )
         return _EMPTY()
@@ -264,8 +270,10 @@ class Subscriber(pb_grpc.SubscriberServicer):
             if not first.subscription:
                 raise InvalidArgument("subscription is required in the first request.")
             session = await self._delivery.open_stream(
-                first.subscription, first.stream_ack_deadline_seconds,
-                first.max_outstanding_messages, first.max_outstanding_bytes,
+                first.subscription,
+                first.stream_ack_deadline_seconds,
+                first.max_outstanding_messages,
+                first.max_outstanding_bytes,
             )
             reader = asyncio.create_task(self._read_stream(session, first, requests))
             try:
@@ -273,7 +281,8 @@ class Subscriber(pb_grpc.SubscriberServicer):
                     eod, ordered = self._delivery.properties(session.res.name)
                     response = pb.StreamingPullResponse(
                         subscription_properties=pb.StreamingPullResponse.SubscriptionProperties(
-                            exactly_once_delivery_enabled=eod, message_ordering_enabled=ordered,
+                            exactly_once_delivery_enabled=eod,
+                            message_ordering_enabled=ordered,
                         ),
                     )
                     add_received(response.received_messages, out.deliveries)
@@ -375,8 +384,9 @@ async def _outcome(call: Awaitable[None]) -> dict[str, str]:
 
 def _confirm(response: Any, confirmations: list[Confirmation]) -> None:
     for kind, ids, failures in confirmations:
-        target = (response.acknowledge_confirmation if kind == "ack"
-                  else response.modify_ack_deadline_confirmation)
+        target = (
+            response.acknowledge_confirmation if kind == "ack" else response.modify_ack_deadline_confirmation
+        )
         for ack_id in ids:
             reason = failures.get(ack_id)
             if reason is None or reason == exactly_once.SUCCEEDED_IN_FAILED_CALL:
@@ -404,8 +414,11 @@ def _register(server: grpc.aio.Server, service: str, servicer: object) -> None:
         request = message_factory.GetMessageClass(method.input_type)
         response = message_factory.GetMessageClass(method.output_type)
         kind = _KINDS[method.client_streaming, method.server_streaming]
-        handlers[method.name] = kind(getattr(servicer, method.name), request_deserializer=decoder(request),
-                                     response_serializer=response.SerializeToString)
+        handlers[method.name] = kind(
+            getattr(servicer, method.name),
+            request_deserializer=decoder(request),
+            response_serializer=response.SerializeToString,
+        )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(desc.full_name, handlers),))
     server.add_registered_method_handlers(desc.full_name, handlers)
 

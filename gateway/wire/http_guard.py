@@ -32,12 +32,19 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _refusal() -> bytes:
-    body = json.dumps({"error": {
-        "code": 503, "status": "UNAVAILABLE",
-        "message": "The gateway's REST port has too many open connections; retry later.",
-    }}).encode()
-    head = ("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n")
+    body = json.dumps(
+        {
+            "error": {
+                "code": 503,
+                "status": "UNAVAILABLE",
+                "message": "The gateway's REST port has too many open connections; retry later.",
+            }
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\nRetry-After: 1\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -71,8 +78,12 @@ class ConnectionGuard:
             now = time.monotonic()
             if now - self._refusals_logged_at >= REFUSAL_LOG_INTERVAL:
                 self._refusals_logged_at = now
-                log.warning("REST port: %d connections open, the most --http-max-connections allows; "
-                            "refusing new ones (%d so far)", len(self._open), self.refused)
+                log.warning(
+                    "REST port: %d connections open, the most --http-max-connections allows; "
+                    "refusing new ones (%d so far)",
+                    len(self._open),
+                    self.refused,
+                )
             return False
         self._open[transport] = conn
         return True
@@ -151,7 +162,7 @@ class _GuardedConnection(asyncio.Protocol):
         if self.busy or self._transport is None:
             return
         self._guard.timed_out += 1
-        log.debug("REST port: closing a connection whose request head took over %.1f s",
-                  self._guard.header_timeout)
+        log.debug(
+            "REST port: closing a connection whose request head took over %.1f s", self._guard.header_timeout
+        )
         self._transport.abort()
-

@@ -27,31 +27,44 @@ INT32 = {F.TYPE_INT32, F.TYPE_SINT32, F.TYPE_SFIXED32}
 UINT32 = {F.TYPE_UINT32, F.TYPE_FIXED32}
 BASE64 = r"^[A-Za-z0-9+/_-]*={0,2}$"
 WELL_KNOWN: dict[str, Schema] = {
-    "google.protobuf.Duration": {"type": "string", "format": "google-duration",
-                                 "pattern": r"^-?[0-9]{1,12}(\.[0-9]{1,9})?s$", "example": "600s"},
+    "google.protobuf.Duration": {
+        "type": "string",
+        "format": "google-duration",
+        "pattern": r"^-?[0-9]{1,12}(\.[0-9]{1,9})?s$",
+        "example": "600s",
+    },
     "google.protobuf.Timestamp": {"type": "string", "format": "date-time"},
-    "google.protobuf.FieldMask": {"type": "string", "format": "google-fieldmask",
-                                  "pattern": r"^([a-z][A-Za-z0-9]*(\.[a-z][A-Za-z0-9]*)*(,|$))*$"},
+    "google.protobuf.FieldMask": {
+        "type": "string",
+        "format": "google-fieldmask",
+        "pattern": r"^([a-z][A-Za-z0-9]*(\.[a-z][A-Za-z0-9]*)*(,|$))*$",
+    },
     "google.protobuf.Empty": {"type": "object", "additionalProperties": False},
     "google.protobuf.Struct": {"type": "object", "additionalProperties": True},
     "google.protobuf.Value": {},
     "google.protobuf.ListValue": {"type": "array", "items": {}},
-    "google.protobuf.Any": {"type": "object", "required": ["@type"],
-                            "properties": {"@type": {"type": "string"}}, "additionalProperties": True},
+    "google.protobuf.Any": {
+        "type": "object",
+        "required": ["@type"],
+        "properties": {"@type": {"type": "string"}},
+        "additionalProperties": True,
+    },
 }
 ERROR: Schema = {
     "type": "object",
     "required": ["error"],
-    "properties": {"error": {
-        "type": "object",
-        "required": ["code", "message", "status"],
-        "properties": {
-            "code": {"type": "integer", "description": "the HTTP status"},
-            "message": {"type": "string"},
-            "status": {"type": "string", "description": "the google.rpc.Code name"},
-            "details": {"type": "array", "items": {"type": "object"}},
-        },
-    }},
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "status"],
+            "properties": {
+                "code": {"type": "integer", "description": "the HTTP status"},
+                "message": {"type": "string"},
+                "status": {"type": "string", "description": "the google.rpc.Code name"},
+                "details": {"type": "array", "items": {"type": "object"}},
+            },
+        }
+    },
 }
 # The published form of resource ids, for the path parameters (the core validates names itself)
 ID_PATTERNS = {
@@ -59,9 +72,13 @@ ID_PATTERNS = {
     "": r"^(?!goog)[A-Za-z][A-Za-z0-9\-_.~+%]{2,254}$",
 }
 OUTPUT_PARAMETERS: list[Schema] = [
-    {"name": "$alt", "in": "query", "required": False,
-     "description": "json (the default) or json;enum-encoding=int for enums as numbers",
-     "schema": {"type": "string", "enum": ["json", "json;enum-encoding=int"]}},
+    {
+        "name": "$alt",
+        "in": "query",
+        "required": False,
+        "description": "json (the default) or json;enum-encoding=int for enums as numbers",
+        "schema": {"type": "string", "enum": ["json", "json;enum-encoding=int"]},
+    },
     {"name": "prettyPrint", "in": "query", "required": False, "schema": {"type": "boolean"}},
 ]
 
@@ -84,30 +101,40 @@ class _Builder:
     def object(self, desc: Descriptor, exclude: Sequence[str], request: bool = False) -> Schema:
         """A message as a JSON object; for a request body, with its REQUIRED fields required."""
         fields = [f for f in desc.fields if f.name not in exclude]
-        schema: Schema = {"type": "object", "description": desc.full_name,
-                          "properties": {f.json_name: self.field(f) for f in fields},
-                          "additionalProperties": False}
+        schema: Schema = {
+            "type": "object",
+            "description": desc.full_name,
+            "properties": {f.json_name: self.field(f) for f in fields},
+            "additionalProperties": False,
+        }
         required = [f.json_name for f in fields if request and _required(f)]
         if required:
             schema["required"] = required
-        pairs = [[a.json_name, b.json_name] for oneof in desc.oneofs
-                 for a, b in itertools.combinations([f for f in oneof.fields if f in fields], 2)]
+        pairs = [
+            [a.json_name, b.json_name]
+            for oneof in desc.oneofs
+            for a, b in itertools.combinations([f for f in oneof.fields if f in fields], 2)
+        ]
         if pairs:  # at most one member of each oneof
             schema["not"] = {"anyOf": [{"required": pair} for pair in pairs]}
         return schema
 
     def enum(self, desc: EnumDescriptor) -> Schema:
         if desc.full_name not in self.schemas:
-            self.schemas[desc.full_name] = {"anyOf": [
-                {"type": "string", "enum": [v.name for v in desc.values]},
-                {"type": "integer", "enum": [v.number for v in desc.values]},
-            ]}
+            self.schemas[desc.full_name] = {
+                "anyOf": [
+                    {"type": "string", "enum": [v.name for v in desc.values]},
+                    {"type": "integer", "enum": [v.number for v in desc.values]},
+                ]
+            }
         return {"$ref": f"#/components/schemas/{desc.full_name}"}
 
     def field(self, field: FieldDescriptor) -> Schema:
         if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            return {"type": "object",
-                    "additionalProperties": self.single(field.message_type.fields_by_name["value"])}
+            return {
+                "type": "object",
+                "additionalProperties": self.single(field.message_type.fields_by_name["value"]),
+            }
         if field.is_repeated:
             return {"type": "array", "items": self.single(field)}
         return self.single(field)
@@ -173,7 +200,9 @@ def _path_parameter(name: str, part: str | Variable, segment: str, collection: s
     if segment == "*":
         schema["pattern"] = ID_PATTERNS.get(collection, ID_PATTERNS[""])
     return {
-        "name": name, "in": "path", "required": True,
+        "name": name,
+        "in": "path",
+        "required": True,
         "description": f"one segment of the request field {field}"
         + (" (may span several segments)" if segment == "**" else ""),
         "schema": schema,
@@ -196,8 +225,14 @@ def _query_parameters(builder: _Builder, route: Route) -> list[Schema]:
             sub = field.message_type
             if rest_json.query_bindable(field):
                 schema = builder.single(field)
-                out.append({"name": json_path, "in": "query", "required": False,
-                            "schema": {"type": "array", "items": schema} if field.is_repeated else schema})
+                out.append(
+                    {
+                        "name": json_path,
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "array", "items": schema} if field.is_repeated else schema,
+                    }
+                )
             elif sub is not None and not field.is_repeated and sub.full_name not in seen:
                 walk(sub, path + ".", json_path + ".", seen | {sub.full_name})
 
@@ -213,15 +248,22 @@ def _operation(builder: _Builder, route: Route, path_params: list[Schema]) -> Sc
         "summary": f"{route.method.name} (the gRPC method {route.name})",
         "parameters": [*path_params, *_query_parameters(builder, route), *OUTPUT_PARAMETERS],
         "responses": {
-            "200": {"description": "OK", "content": {"application/json": {
-                "schema": builder.message(route.method.output_type)}}},
-            "default": {"description": "An error in Google's JSON error format", "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+            "200": {
+                "description": "OK",
+                "content": {"application/json": {"schema": builder.message(route.method.output_type)}},
+            },
+            "default": {
+                "description": "An error in Google's JSON error format",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            },
         },
     }
     if route.body:
-        body = (builder.object(desc, [p for p in route.path_fields if "." not in p], request=True)
-                if route.body == "*" else builder.field(desc.fields_by_name[route.body]))
+        body = (
+            builder.object(desc, [p for p in route.path_fields if "." not in p], request=True)
+            if route.body == "*"
+            else builder.field(desc.fields_by_name[route.body])
+        )
         op["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
     return op
 
@@ -235,9 +277,12 @@ def document(routes: Sequence[Route], title: str = "Pub/Sub API (Kafka gateway)"
         paths.setdefault(path, {})[route.http_method.lower()] = _operation(builder, route, params)
     return {
         "openapi": "3.0.3",
-        "info": {"title": title, "version": "v1",
-                 "description": "The REST/JSON surface of the Google Cloud Pub/Sub API, generated "
-                                "from the google.api.http rules of its protos."},
+        "info": {
+            "title": title,
+            "version": "v1",
+            "description": "The REST/JSON surface of the Google Cloud Pub/Sub API, generated "
+            "from the google.api.http rules of its protos.",
+        },
         "servers": [{"url": "/"}],
         "paths": paths,
         "components": {"schemas": dict(sorted(builder.schemas.items()))},

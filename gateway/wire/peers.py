@@ -48,12 +48,21 @@ class GrpcPeers:
         metadata = ((FORWARDED, "1"),)
         try:
             if seconds is None:
-                await stub.Acknowledge(pb.AcknowledgeRequest(subscription=subscription, ack_ids=ack_ids),
-                                       metadata=metadata, timeout=TIMEOUT)
+                await stub.Acknowledge(
+                    pb.AcknowledgeRequest(subscription=subscription, ack_ids=ack_ids),
+                    metadata=metadata,
+                    timeout=TIMEOUT,
+                )
             else:
-                await stub.ModifyAckDeadline(pb.ModifyAckDeadlineRequest(
-                    subscription=subscription, ack_ids=ack_ids, ack_deadline_seconds=seconds,
-                ), metadata=metadata, timeout=TIMEOUT)
+                await stub.ModifyAckDeadline(
+                    pb.ModifyAckDeadlineRequest(
+                        subscription=subscription,
+                        ack_ids=ack_ids,
+                        ack_deadline_seconds=seconds,
+                    ),
+                    metadata=metadata,
+                    timeout=TIMEOUT,
+                )
         except grpc.aio.AioRpcError as err:
             invalid = err.code() == grpc.StatusCode.INVALID_ARGUMENT
             reasons = ack_failures(err.trailing_metadata()) if invalid else None

@@ -125,7 +125,10 @@ async def invoke(call: Call, request: Any) -> Any:
 
 
 def error_response(
-    code: Code, message: str, http_status: int | None = None, details: Sequence[dict[str, Any]] = (),
+    code: Code,
+    message: str,
+    http_status: int | None = None,
+    details: Sequence[dict[str, Any]] = (),
     headers: Mapping[str, str] | None = None,
 ) -> web.Response:
     status = http_status or code.http_status
@@ -133,8 +136,11 @@ def error_response(
     if details:
         error["details"] = list(details)
     return web.Response(
-        status=status, body=json.dumps({"error": error}).encode(), content_type="application/json",
-        charset="utf-8", headers=headers,
+        status=status,
+        body=json.dumps({"error": error}).encode(),
+        content_type="application/json",
+        charset="utf-8",
+        headers=headers,
     )
 
 
@@ -142,8 +148,9 @@ def route_error(err: rest_routes.NoRoute) -> web.Response:
     """404 for a path no method has; 405 (with Allow) for a known path and the wrong method."""
     if not err.allowed:
         return error_response(Code.NOT_FOUND, err.message)
-    return error_response(Code.UNIMPLEMENTED, err.message, http_status=405,
-                          headers={"Allow": ", ".join(err.allowed)})
+    return error_response(
+        Code.UNIMPLEMENTED, err.message, http_status=405, headers={"Allow": ", ".join(err.allowed)}
+    )
 
 
 class RestApi:
@@ -154,9 +161,7 @@ class RestApi:
         services = [pubsub_pb2.DESCRIPTOR.services_by_name[name] for name in SERVICES]
         table = rest_routes.routes(services)
         self.router = rest_routes.Router(table)
-        self.calls: dict[str, Call] = {
-            r.name: getattr(servicers[r.service], r.method.name) for r in table
-        }
+        self.calls: dict[str, Call] = {r.name: getattr(servicers[r.service], r.method.name) for r in table}
         self.openapi = json.dumps(openapi.document(table), indent=1).encode()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -170,7 +175,8 @@ class RestApi:
             return route_error(err)
         except BodyTimeout:
             response = error_response(
-                Code.DEADLINE_EXCEEDED, f"The request body did not arrive within {self.body_timeout:g} s.",
+                Code.DEADLINE_EXCEEDED,
+                f"The request body did not arrive within {self.body_timeout:g} s.",
                 http_status=408,
             )
             response.force_close()
@@ -195,8 +201,9 @@ class RestApi:
             raise BodyTimeout from None
         message = rest_json.build_request(route, values, query, body)
         result = await invoke(self.calls[route.name], message)
-        return web.Response(body=rest_json.render(result, out), content_type="application/json",
-                            charset="utf-8")
+        return web.Response(
+            body=rest_json.render(result, out), content_type="application/json", charset="utf-8"
+        )
 
 
 async def _read_body(request: web.Request) -> bytes:
@@ -268,8 +275,9 @@ class RestServer:
     request heads); aiohttp closes connections idle for `limits.idle_timeout`. `stop()` closes
     the port, then runs aiohttp's runner cleanup (idempotent)."""
 
-    def __init__(self, app: web.Application, host: str, port: int, grace_seconds: float,
-                 limits: HttpLimits) -> None:
+    def __init__(
+        self, app: web.Application, host: str, port: int, grace_seconds: float, limits: HttpLimits
+    ) -> None:
         self._app = app
         self._host = host
         self._requested_port = port
@@ -285,8 +293,13 @@ class RestServer:
         guard = ConnectionGuard(limits.max_connections, limits.header_timeout)
         self._app.middlewares.insert(0, guard.middleware)  # before setup freezes the app
         runner = web.AppRunner(
-            self._app, access_log=None, logger=server_log, shutdown_timeout=self._grace,
-            keepalive_timeout=limits.idle_timeout, lingering_time=LINGER_SECONDS, auto_decompress=False,
+            self._app,
+            access_log=None,
+            logger=server_log,
+            shutdown_timeout=self._grace,
+            keepalive_timeout=limits.idle_timeout,
+            lingering_time=LINGER_SECONDS,
+            auto_decompress=False,
         )
         await runner.setup()
         self._runner = runner
@@ -294,8 +307,9 @@ class RestServer:
         guard.protocol_factory = runner.server
         self.guard = guard
         loop = asyncio.get_running_loop()
-        self._listener = await loop.create_server(guard, self._host, self._requested_port,
-                                                  reuse_address=True, backlog=128)
+        self._listener = await loop.create_server(
+            guard, self._host, self._requested_port, reuse_address=True, backlog=128
+        )
         self.port = int(self._listener.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:

@@ -100,8 +100,9 @@ def decode_body(raw: bytes, content_encoding: str, limit: int = MAX_BODY) -> byt
     if encoding in ("", "identity") or not raw:
         return raw
     if encoding not in CONTENT_ENCODINGS:
-        raise BadRequest(f"Unsupported Content-Encoding {content_encoding[:40]!r}: send gzip, "
-                         "deflate or identity.")
+        raise BadRequest(
+            f"Unsupported Content-Encoding {content_encoding[:40]!r}: send gzip, deflate or identity."
+        )
     if encoding == "deflate":  # zlib-wrapped as RFC 9110 says, or raw deflate as some clients send
         wbits = zlib.MAX_WBITS if raw[:1] and raw[0] & 0x0F == 8 else -zlib.MAX_WBITS
     else:
@@ -113,19 +114,22 @@ def decode_body(raw: bytes, content_encoding: str, limit: int = MAX_BODY) -> byt
         try:
             out += stream.decompress(data, limit + 1 - len(out))
         except zlib.error:
-            raise BadRequest(f"The request body is not valid {encoding} data "
-                             f"(Content-Encoding: {encoding}).") from None
+            raise BadRequest(
+                f"The request body is not valid {encoding} data (Content-Encoding: {encoding})."
+            ) from None
         if len(out) > limit or stream.unconsumed_tail:
             raise BadRequest(TOO_LARGE)
         if not stream.eof:
-            raise BadRequest(f"The request body ends inside its {encoding} data "
-                             f"(Content-Encoding: {encoding}).")
+            raise BadRequest(
+                f"The request body ends inside its {encoding} data (Content-Encoding: {encoding})."
+            )
         data = stream.unused_data
         if not data:
             return bytes(out)
         if encoding == "deflate":
-            raise BadRequest("The request body has data after its deflate stream "
-                             "(Content-Encoding: deflate).")
+            raise BadRequest(
+                "The request body has data after its deflate stream (Content-Encoding: deflate)."
+            )
 
 
 def _no_constants(name: str) -> Any:
@@ -250,8 +254,10 @@ def _bind_body(route: Route, body: bytes, request: Message, params: list[tuple[s
     desc = route.method.input_type
     if route.body == "*":
         if params:
-            raise BadRequest(f"Cannot bind query parameter {params[0][0]!r}: every field of this "
-                             "method travels in the request body.")
+            raise BadRequest(
+                f"Cannot bind query parameter {params[0][0]!r}: every field of this "
+                "method travels in the request body."
+            )
         value = parse_body(body)
     elif route.body:
         value = {route.body: parse_body(body)}
@@ -286,19 +292,24 @@ def _publish_fast(value: dict[str, Any], request: Any) -> bool:
         add = request.messages.add
         for m in messages:
             data = m.get("data", "")
-            add(data=_b64(data) if data else b"", attributes=m.get("attributes") or {},
-                ordering_key=m.get("orderingKey", m.get("ordering_key", "")))
+            add(
+                data=_b64(data) if data else b"",
+                attributes=m.get("attributes") or {},
+                ordering_key=m.get("orderingKey", m.get("ordering_key", "")),
+            )
     except UnicodeEncodeError:  # a string escaping an unpaired surrogate (`"\ud800"`)
-        raise BadRequest(f"{_INVALID}A string holds an unpaired surrogate: strings must be "
-                         "valid Unicode.") from None
+        raise BadRequest(
+            f"{_INVALID}A string holds an unpaired surrogate: strings must be valid Unicode."
+        ) from None
     return True
 
 
 def _plain(m: dict[str, Any]) -> bool:
     attrs = m.get("attributes") or {}
     key = m.get("orderingKey", m.get("ordering_key", ""))
-    return (isinstance(attrs, dict) and isinstance(key, str)
-            and all(isinstance(v, str) for v in attrs.values()))
+    return (
+        isinstance(attrs, dict) and isinstance(key, str) and all(isinstance(v, str) for v in attrs.values())
+    )
 
 
 def _b64(text: str) -> bytes:

@@ -50,8 +50,7 @@ class Template:
         if found is None:
             return None
         return {
-            var.field_path: urllib.parse.unquote(found.group(f"v{i}"))
-            for i, var in enumerate(self.variables)
+            var.field_path: urllib.parse.unquote(found.group(f"v{i}")) for i, var in enumerate(self.variables)
         }
 
 
@@ -108,7 +107,7 @@ def split_verb(path: str) -> tuple[str, str | None]:
     """Separate a trailing `:verb` from a path (template or request path); None if there is none."""
     colon = path.rfind(":")
     if colon > path.rfind("/") and colon > path.rfind("}"):
-        return path[:colon], path[colon + 1:]
+        return path[:colon], path[colon + 1 :]
     return path, None
 
 
@@ -154,15 +153,17 @@ def routes(services: Iterable[ServiceDescriptor]) -> list[Route]:
     for service in services:
         for method in service.methods:
             for http_method, path, body in _rules(method):
-                out.append(Route(
-                    service=service.full_name,
-                    method=method,
-                    http_method=http_method,
-                    template=parse_template(path),
-                    body=body,
-                    request_class=message_factory.GetMessageClass(method.input_type),
-                    response_class=message_factory.GetMessageClass(method.output_type),
-                ))
+                out.append(
+                    Route(
+                        service=service.full_name,
+                        method=method,
+                        http_method=http_method,
+                        template=parse_template(path),
+                        body=body,
+                        request_class=message_factory.GetMessageClass(method.input_type),
+                        response_class=message_factory.GetMessageClass(method.output_type),
+                    )
+                )
     return out
 
 

@@ -48,21 +48,50 @@ class Method:
 
 
 _METHODS = {
-    "Publisher": ["CreateTopic:Topic", "UpdateTopic", "Publish", "GetTopic", "ListTopics",
-                  "ListTopicSubscriptions", "ListTopicSnapshots", "DeleteTopic", "DetachSubscription"],
-    "Subscriber": ["CreateSubscription:Subscription", "GetSubscription", "UpdateSubscription",
-                   "ListSubscriptions", "DeleteSubscription", "ModifyAckDeadline", "Acknowledge",
-                   "Pull", "StreamingPull", "ModifyPushConfig", "GetSnapshot", "ListSnapshots",
-                   "CreateSnapshot", "UpdateSnapshot", "DeleteSnapshot", "Seek"],
+    "Publisher": [
+        "CreateTopic:Topic",
+        "UpdateTopic",
+        "Publish",
+        "GetTopic",
+        "ListTopics",
+        "ListTopicSubscriptions",
+        "ListTopicSnapshots",
+        "DeleteTopic",
+        "DetachSubscription",
+    ],
+    "Subscriber": [
+        "CreateSubscription:Subscription",
+        "GetSubscription",
+        "UpdateSubscription",
+        "ListSubscriptions",
+        "DeleteSubscription",
+        "ModifyAckDeadline",
+        "Acknowledge",
+        "Pull",
+        "StreamingPull",
+        "ModifyPushConfig",
+        "GetSnapshot",
+        "ListSnapshots",
+        "CreateSnapshot",
+        "UpdateSnapshot",
+        "DeleteSnapshot",
+        "Seek",
+    ],
 }
 # Statuses no request may ever get: a client mistake is never the server's fault (UNKNOWN,
 # INTERNAL), never worth retrying (UNAVAILABLE, DEADLINE_EXCEEDED: the official clients retry
 # those for a minute), and every method of the two services is served.
-FORBIDDEN = frozenset({
-    grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.DATA_LOSS, grpc.StatusCode.UNIMPLEMENTED,
-    grpc.StatusCode.CANCELLED,
-})
+FORBIDDEN = frozenset(
+    {
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.DATA_LOSS,
+        grpc.StatusCode.UNIMPLEMENTED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
 CALL_TIMEOUT = 30.0
 STREAM_WAIT = 2.0  # a refused stream ends sooner than this
 MAX_DETAILS = 4096  # a status message longer than this would echo the request back
@@ -120,9 +149,9 @@ def _stream(channel: grpc.Channel, method: Method, body: bytes, started: float) 
         yield body
         done.wait(CALL_TIMEOUT)
 
-    stream = channel.stream_stream(path(method), request_serializer=identity,
-                                   response_deserializer=identity)
+    stream = channel.stream_stream(path(method), request_serializer=identity, response_deserializer=identity)
     responses = stream(requests(), timeout=CALL_TIMEOUT)
+
     def read_first() -> None:
         with contextlib.suppress(grpc.RpcError):  # its status is read below
             next(responses, None)
@@ -153,9 +182,11 @@ class World:
 
     def difference(self, other: World) -> list[str]:
         out = []
-        for label, mine, theirs in (("resource", self.resources, other.resources),
-                                    ("end offset", self.ends, other.ends),
-                                    ("committed offset", self.committed, other.committed)):
+        for label, mine, theirs in (
+            ("resource", self.resources, other.resources),
+            ("end offset", self.ends, other.ends),
+            ("committed offset", self.committed, other.committed),
+        ):
             for key in sorted(set(mine) | set(theirs), key=str):
                 if mine.get(key) != theirs.get(key):  # type: ignore[call-overload]
                     out.append(f"{label} {key}: {mine.get(key)!r:.60} -> {theirs.get(key)!r:.60}")  # type: ignore[call-overload]
@@ -166,25 +197,33 @@ class Observer:
     """Reads the World over the gateway's list calls and plain Kafka clients (metadata requests
     only for topics that exist: no client here creates one)."""
 
-    def __init__(self, channel: grpc.Channel, bootstrap: str, project: str,
-                 kafka_prefixes: tuple[str, ...], group_prefix: str) -> None:
+    def __init__(
+        self,
+        channel: grpc.Channel,
+        bootstrap: str,
+        project: str,
+        kafka_prefixes: tuple[str, ...],
+        group_prefix: str,
+    ) -> None:
         self._channel = channel
         self._project = project
         self._kafka_prefixes = kafka_prefixes
         self._group_prefix = group_prefix
         base = {"bootstrap.servers": bootstrap, "allow.auto.create.topics": False}
         self._admin = AdminClient({"bootstrap.servers": bootstrap})
-        self._consumer = confluent_kafka.Consumer({**base, "group.id": "adversary-observer",
-                                                   "enable.auto.commit": False})
+        self._consumer = confluent_kafka.Consumer(
+            {**base, "group.id": "adversary-observer", "enable.auto.commit": False}
+        )
 
     def close(self) -> None:
         self._consumer.close()
 
-    def _list(self, method: str, request: pb_message.Message, reply: type[pb_message.Message],
-              field: str) -> Iterator[tuple[str, bytes]]:
+    def _list(
+        self, method: str, request: pb_message.Message, reply: type[pb_message.Message], field: str
+    ) -> Iterator[tuple[str, bytes]]:
         unary = self._channel.unary_unary(
-            method, request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=reply.FromString)
+            method, request_serializer=lambda m: m.SerializeToString(), response_deserializer=reply.FromString
+        )
         while True:
             page = unary(request, timeout=CALL_TIMEOUT)
             for item in getattr(page, field):
@@ -195,21 +234,38 @@ class Observer:
 
     def world(self) -> World:
         project = f"projects/{self._project}"
-        resources = dict(self._list("/google.pubsub.v1.Publisher/ListTopics",
-                                    pb.ListTopicsRequest(project=project), pb.ListTopicsResponse, "topics"))
-        resources.update(self._list("/google.pubsub.v1.Subscriber/ListSubscriptions",
-                                    pb.ListSubscriptionsRequest(project=project),
-                                    pb.ListSubscriptionsResponse, "subscriptions"))
-        resources.update(self._list("/google.pubsub.v1.Subscriber/ListSnapshots",
-                                    pb.ListSnapshotsRequest(project=project),
-                                    pb.ListSnapshotsResponse, "snapshots"))
+        resources = dict(
+            self._list(
+                "/google.pubsub.v1.Publisher/ListTopics",
+                pb.ListTopicsRequest(project=project),
+                pb.ListTopicsResponse,
+                "topics",
+            )
+        )
+        resources.update(
+            self._list(
+                "/google.pubsub.v1.Subscriber/ListSubscriptions",
+                pb.ListSubscriptionsRequest(project=project),
+                pb.ListSubscriptionsResponse,
+                "subscriptions",
+            )
+        )
+        resources.update(
+            self._list(
+                "/google.pubsub.v1.Subscriber/ListSnapshots",
+                pb.ListSnapshotsRequest(project=project),
+                pb.ListSnapshotsResponse,
+                "snapshots",
+            )
+        )
         metadata = self._consumer.list_topics(timeout=CALL_TIMEOUT)
         ends: dict[tuple[str, int], int] = {}
         for topic, meta in metadata.topics.items():
             if topic.startswith(self._kafka_prefixes):
                 for p in meta.partitions:
-                    _, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p),
-                                                                   timeout=CALL_TIMEOUT, cached=False)
+                    _, high = self._consumer.get_watermark_offsets(
+                        TopicPartition(topic, p), timeout=CALL_TIMEOUT, cached=False
+                    )
                     ends[(topic, p)] = high
         committed: dict[tuple[str, int], int] = {}
         groups = self._admin.list_consumer_groups().result(timeout=CALL_TIMEOUT)
@@ -249,10 +305,20 @@ INT_RANGES = {
 }
 # Strings a careless or hostile client sends in any field.
 HOSTILE_TEXT = (
-    "", " ", "x", "projects/", "projects//topics/", "projects/p/topics/../../x",
-    "projects/p/topics/goog-reserved", "projects/p/topics/__consumer_offsets",
-    "projects/p/subscriptions/a\x00b", "%2e%2e", "\u202e\u0000\ufffd", "💥" * 40,
-    "a" * 300, "projects/" + "p" * 1000 + "/topics/t",
+    "",
+    " ",
+    "x",
+    "projects/",
+    "projects//topics/",
+    "projects/p/topics/../../x",
+    "projects/p/topics/goog-reserved",
+    "projects/p/topics/__consumer_offsets",
+    "projects/p/subscriptions/a\x00b",
+    "%2e%2e",
+    "\u202e\u0000\ufffd",
+    "💥" * 40,
+    "a" * 300,
+    "projects/" + "p" * 1000 + "/topics/t",
 )
 
 
@@ -275,12 +341,18 @@ class Refs:
         destructive = method.startswith(("Delete", "Detach"))
         absent = st.builds(self.fresh, st.sampled_from(["topics", "subscriptions", "snapshots"]))
         existing = {
-            "topic": self.topic, "dead_letter_topic": self.topic, "subscription": self.subscription,
-            "snapshot": self.snapshot, "project": f"projects/{self.project}",
+            "topic": self.topic,
+            "dead_letter_topic": self.topic,
+            "subscription": self.subscription,
+            "snapshot": self.snapshot,
+            "project": f"projects/{self.project}",
         }
         if field == "name" and method.startswith("Create"):
-            kind = {"CreateTopic": "topics", "CreateSubscription": "subscriptions",
-                    "CreateSnapshot": "snapshots"}[method]
+            kind = {
+                "CreateTopic": "topics",
+                "CreateSubscription": "subscriptions",
+                "CreateSnapshot": "snapshots",
+            }[method]
             return st.one_of(st.just(self.fresh(kind)), text())
         if field in existing and not destructive:
             return st.one_of(st.just(existing[field]), absent, text())
@@ -290,15 +362,15 @@ class Refs:
 
 
 def request(method: Method, refs: Refs) -> st.SearchStrategy[bytes]:
-    return _message(method.input_type, refs, method.name, depth=0).map(
-        lambda m: m.SerializeToString())
+    return _message(method.input_type, refs, method.name, depth=0).map(lambda m: m.SerializeToString())
 
 
 NAME_FIELDS = frozenset({"name", "topic", "subscription", "snapshot", "project", "dead_letter_topic"})
 
 
-def _field(field: pb_descriptor.FieldDescriptor, refs: Refs, method: str,
-           depth: int) -> st.SearchStrategy[Any]:
+def _field(
+    field: pb_descriptor.FieldDescriptor, refs: Refs, method: str, depth: int
+) -> st.SearchStrategy[Any]:
     t = pb_descriptor.FieldDescriptor
     if field.type == t.TYPE_MESSAGE:
         return _message(field.message_type, refs, method, depth + 1)
@@ -317,8 +389,9 @@ def _field(field: pb_descriptor.FieldDescriptor, refs: Refs, method: str,
     return st.one_of(st.sampled_from([low, -1, 0, 1, high]), st.integers(low, high))
 
 
-def _message(desc: pb_descriptor.Descriptor, refs: Refs, method: str,
-             depth: int) -> st.SearchStrategy[pb_message.Message]:
+def _message(
+    desc: pb_descriptor.Descriptor, refs: Refs, method: str, depth: int
+) -> st.SearchStrategy[pb_message.Message]:
     @st.composite
     def build(draw: st.DrawFn) -> pb_message.Message:
         msg = message_class(desc)()

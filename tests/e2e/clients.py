@@ -28,8 +28,12 @@ def gapic_publisher(gw: GatewayProcess) -> PublisherGapic:
 
 
 def pull_until(
-    sub: pubsub_v1.SubscriberClient, subscription: str, count: int, timeout: float = 30.0,
-    keep: Callable[[types.ReceivedMessage], bool] = lambda _: True, max_messages: int = 100,
+    sub: pubsub_v1.SubscriberClient,
+    subscription: str,
+    count: int,
+    timeout: float = 30.0,
+    keep: Callable[[types.ReceivedMessage], bool] = lambda _: True,
+    max_messages: int = 100,
 ) -> list[types.ReceivedMessage]:
     """Pull (without acking) until `count` messages arrived or `timeout` passed."""
     got: list[types.ReceivedMessage] = []

@@ -34,17 +34,24 @@ def test_topic_lifecycle_with_pages_and_update_masks(
     first_page = next(iter(page.pages))
     assert len(first_page.topics) == 2 and first_page.next_page_token
 
-    updated = pub.update_topic(request={
-        "topic": {"name": topics[0], "labels": {"team": "b"}},
-        "update_mask": field_mask_pb2.FieldMask(paths=["labels"]),
-    })
+    updated = pub.update_topic(
+        request={
+            "topic": {"name": topics[0], "labels": {"team": "b"}},
+            "update_mask": field_mask_pb2.FieldMask(paths=["labels"]),
+        }
+    )
     assert dict(updated.labels) == {"team": "b"}
     with pytest.raises(exceptions.InvalidArgument):
-        pub.update_topic(request={"topic": {"name": topics[0]},
-                                  "update_mask": field_mask_pb2.FieldMask(paths=["name"])})
+        pub.update_topic(
+            request={"topic": {"name": topics[0]}, "update_mask": field_mask_pb2.FieldMask(paths=["name"])}
+        )
     with pytest.raises(exceptions.InvalidArgument):
-        pub.update_topic(request={"topic": {"name": topics[0]},
-                                  "update_mask": field_mask_pb2.FieldMask(paths=["no_such_field"])})
+        pub.update_topic(
+            request={
+                "topic": {"name": topics[0]},
+                "update_mask": field_mask_pb2.FieldMask(paths=["no_such_field"]),
+            }
+        )
 
     subscription = names("subscriptions")
     sub.create_subscription(name=subscription, topic=topics[1])
@@ -71,16 +78,22 @@ def test_subscription_lifecycle(shared_gateway: GatewayProcess, names: Callable[
     with pytest.raises(exceptions.NotFound):
         sub.create_subscription(name=names("subscriptions", "-x"), topic=names("topics", "-missing"))
 
-    updated = sub.update_subscription(request={
-        "subscription": {"name": subscription, "ack_deadline_seconds": 42, "labels": {"k": "v"}},
-        "update_mask": field_mask_pb2.FieldMask(paths=["ack_deadline_seconds", "labels"]),
-    })
+    updated = sub.update_subscription(
+        request={
+            "subscription": {"name": subscription, "ack_deadline_seconds": 42, "labels": {"k": "v"}},
+            "update_mask": field_mask_pb2.FieldMask(paths=["ack_deadline_seconds", "labels"]),
+        }
+    )
     assert updated.ack_deadline_seconds == 42 and dict(updated.labels) == {"k": "v"}
     assert sub.get_subscription(subscription=subscription).ack_deadline_seconds == 42
     for bad in (["filter"], ["topic"], ["nonsense"]):
         with pytest.raises(exceptions.InvalidArgument):
-            sub.update_subscription(request={"subscription": {"name": subscription},
-                                             "update_mask": field_mask_pb2.FieldMask(paths=bad)})
+            sub.update_subscription(
+                request={
+                    "subscription": {"name": subscription},
+                    "update_mask": field_mask_pb2.FieldMask(paths=bad),
+                }
+            )
     assert subscription in [s.name for s in sub.list_subscriptions(project="projects/test-project")]
 
     sub.delete_subscription(subscription=subscription)
@@ -92,7 +105,9 @@ def test_subscription_lifecycle(shared_gateway: GatewayProcess, names: Callable[
         sub.delete_subscription(subscription=subscription)
 
 
-def test_detached_subscription_refuses_pull(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+def test_detached_subscription_refuses_pull(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
     pub, sub = clients(shared_gateway)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
@@ -120,7 +135,9 @@ def test_invalid_names_are_invalid_argument(shared_gateway: GatewayProcess, bad:
         pub.create_topic(name=bad)
 
 
-def test_publish_and_subscribe_validation(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+def test_publish_and_subscribe_validation(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
     pub, sub = clients(shared_gateway)
     gapic = gapic_publisher(shared_gateway)
     topic, subscription = names("topics"), names("subscriptions")
@@ -142,19 +159,28 @@ def test_publish_and_subscribe_validation(shared_gateway: GatewayProcess, names:
         with pytest.raises(exceptions.InvalidArgument, match=needle):
             gapic.publish(topic=topic, messages=messages, retry=None)
     # Limits themselves are fine.
-    ok = gapic.publish(topic=topic, messages=[M(data=b"x", attributes={f"k{i}": "v" * 1024 for i in range(100)})])
+    ok = gapic.publish(
+        topic=topic, messages=[M(data=b"x", attributes={f"k{i}": "v" * 1024 for i in range(100)})]
+    )
     assert len(ok.message_ids) == 1
 
     for deadline in (5, 601):
         with pytest.raises(exceptions.InvalidArgument, match="ack_deadline_seconds"):
-            sub.create_subscription(request={"name": names("subscriptions", f"-{deadline}"), "topic": topic,
-                                             "ack_deadline_seconds": deadline})
+            sub.create_subscription(
+                request={
+                    "name": names("subscriptions", f"-{deadline}"),
+                    "topic": topic,
+                    "ack_deadline_seconds": deadline,
+                }
+            )
     with pytest.raises(exceptions.InvalidArgument, match="max_messages"):
         sub.pull(subscription=subscription, max_messages=0, timeout=10)
     with pytest.raises(exceptions.InvalidArgument, match="ack ID"):
         sub.acknowledge(subscription=subscription, ack_ids=["not-an-ack-id"])
     with pytest.raises(exceptions.InvalidArgument, match="ack_deadline_seconds"):
-        sub.modify_ack_deadline(subscription=subscription, ack_ids=["00000000-0-0-1"], ack_deadline_seconds=601)
+        sub.modify_ack_deadline(
+            subscription=subscription, ack_ids=["00000000-0-0-1"], ack_deadline_seconds=601
+        )
     # A bad request changes nothing: the one good message is still the only one delivered.
     time.sleep(0.5)
     resp = sub.pull(subscription=subscription, max_messages=10, timeout=10)
@@ -182,8 +208,12 @@ def test_topic_retention_is_the_kafka_topics_retention(
     subscription = names("subscriptions")
     created = sub.create_subscription(name=subscription, topic=topic)
     assert created.topic_message_retention_duration.total_seconds() == 3600
-    pub.update_topic(request={"topic": {"name": topic, "message_retention_duration": "7200s"},
-                              "update_mask": field_mask_pb2.FieldMask(paths=["message_retention_duration"])})
+    pub.update_topic(
+        request={
+            "topic": {"name": topic, "message_retention_duration": "7200s"},
+            "update_mask": field_mask_pb2.FieldMask(paths=["message_retention_duration"]),
+        }
+    )
     assert retention_ms() == "7200000"
     with pytest.raises(exceptions.InvalidArgument, match="message_retention_duration"):
         pub.create_topic(request={"name": names("topics", "-short"), "message_retention_duration": "300s"})

@@ -113,16 +113,22 @@ class Prober:
     def __exit__(self, *exc: object) -> None:
         self.arena.probes[self.kind] = self.arena.probes.get(self.kind, 0) + self.count
 
-    def grpc(self, method: Method, body: bytes, label: str,
-             expect: grpc.StatusCode | None = None) -> Outcome:
+    def grpc(self, method: Method, body: bytes, label: str, expect: grpc.StatusCode | None = None) -> Outcome:
         out = adversary.call(self.arena.channel, method, body)
-        self.judge(f"{method.name} {label}", out.code.name, out.details, out.code == grpc.StatusCode.OK,
-                   forbidden=out.code in FORBIDDEN, expected=expect is None or out.code == expect,
-                   want=expect.name if expect else "")
+        self.judge(
+            f"{method.name} {label}",
+            out.code.name,
+            out.details,
+            out.code == grpc.StatusCode.OK,
+            forbidden=out.code in FORBIDDEN,
+            expected=expect is None or out.code == expect,
+            want=expect.name if expect else "",
+        )
         return out
 
-    def judge(self, what: str, status: str, details: str, ok: bool, forbidden: bool,
-              expected: bool, want: str = "") -> None:
+    def judge(
+        self, what: str, status: str, details: str, ok: bool, forbidden: bool, expected: bool, want: str = ""
+    ) -> None:
         self.count += 1
         problems = []
         if forbidden:
@@ -145,8 +151,10 @@ class Prober:
 
     def _alive(self) -> bool:
         get = self.arena.channel.unary_unary(
-            "/google.pubsub.v1.Publisher/GetTopic", request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=pb.Topic.FromString)
+            "/google.pubsub.v1.Publisher/GetTopic",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=pb.Topic.FromString,
+        )
         try:
             get(pb.GetTopicRequest(topic=self.arena.refs.topic), timeout=10)
         except grpc.RpcError:
@@ -168,36 +176,43 @@ def valid_request(method: str, refs: Refs) -> pb_message.Message:
     gone = {k: refs.fresh(k) for k in ("topics", "subscriptions", "snapshots")}
     requests: dict[str, pb_message.Message] = {
         "CreateTopic": pb.Topic(name=refs.fresh("topics"), labels={"team": "a"}),
-        "UpdateTopic": pb.UpdateTopicRequest(topic=pb.Topic(name=t, labels={"k": "v"}),
-                                             update_mask={"paths": ["labels"]}),
-        "Publish": pb.PublishRequest(topic=t, messages=[pb.PubsubMessage(
-            data=b"x", attributes={"key": "value"}, ordering_key="")]),
+        "UpdateTopic": pb.UpdateTopicRequest(
+            topic=pb.Topic(name=t, labels={"k": "v"}), update_mask={"paths": ["labels"]}
+        ),
+        "Publish": pb.PublishRequest(
+            topic=t, messages=[pb.PubsubMessage(data=b"x", attributes={"key": "value"}, ordering_key="")]
+        ),
         "GetTopic": pb.GetTopicRequest(topic=t),
         "ListTopics": pb.ListTopicsRequest(project=f"projects/{refs.project}", page_size=5),
         "ListTopicSubscriptions": pb.ListTopicSubscriptionsRequest(topic=t),
         "ListTopicSnapshots": pb.ListTopicSnapshotsRequest(topic=t),
         "DeleteTopic": pb.DeleteTopicRequest(topic=gone["topics"]),
         "DetachSubscription": pb.DetachSubscriptionRequest(subscription=gone["subscriptions"]),
-        "CreateSubscription": pb.Subscription(name=refs.fresh("subscriptions"), topic=t,
-                                              filter='attributes.k = "v"'),
+        "CreateSubscription": pb.Subscription(
+            name=refs.fresh("subscriptions"), topic=t, filter='attributes.k = "v"'
+        ),
         "GetSubscription": pb.GetSubscriptionRequest(subscription=s),
         "UpdateSubscription": pb.UpdateSubscriptionRequest(
             subscription=pb.Subscription(name=s, ack_deadline_seconds=600),
-            update_mask={"paths": ["ack_deadline_seconds"]}),
+            update_mask={"paths": ["ack_deadline_seconds"]},
+        ),
         "ListSubscriptions": pb.ListSubscriptionsRequest(project=f"projects/{refs.project}"),
         "DeleteSubscription": pb.DeleteSubscriptionRequest(subscription=gone["subscriptions"]),
-        "ModifyAckDeadline": pb.ModifyAckDeadlineRequest(subscription=s, ack_ids=["ack-id"],
-                                                         ack_deadline_seconds=30),
+        "ModifyAckDeadline": pb.ModifyAckDeadlineRequest(
+            subscription=s, ack_ids=["ack-id"], ack_deadline_seconds=30
+        ),
         "Acknowledge": pb.AcknowledgeRequest(subscription=s, ack_ids=["ack-id"]),
         "Pull": pb.PullRequest(subscription=s, max_messages=1, return_immediately=True),
-        "StreamingPull": pb.StreamingPullRequest(subscription=s, stream_ack_deadline_seconds=60,
-                                                 client_id="adversary"),
+        "StreamingPull": pb.StreamingPullRequest(
+            subscription=s, stream_ack_deadline_seconds=60, client_id="adversary"
+        ),
         "ModifyPushConfig": pb.ModifyPushConfigRequest(subscription=s, push_config=pb.PushConfig()),
         "GetSnapshot": pb.GetSnapshotRequest(snapshot=n),
         "ListSnapshots": pb.ListSnapshotsRequest(project=f"projects/{refs.project}"),
         "CreateSnapshot": pb.CreateSnapshotRequest(name=refs.fresh("snapshots"), subscription=s),
-        "UpdateSnapshot": pb.UpdateSnapshotRequest(snapshot=pb.Snapshot(name=n, labels={"a": "b"}),
-                                                   update_mask={"paths": ["labels"]}),
+        "UpdateSnapshot": pb.UpdateSnapshotRequest(
+            snapshot=pb.Snapshot(name=n, labels={"a": "b"}), update_mask={"paths": ["labels"]}
+        ),
         "DeleteSnapshot": pb.DeleteSnapshotRequest(snapshot=gone["snapshots"]),
         "Seek": pb.SeekRequest(subscription=s, snapshot=gone["snapshots"]),
     }
@@ -233,7 +248,7 @@ def replaced(msg: pb_message.Message, slot: tuple[Any, ...], text: str) -> pb_me
     out.CopyFrom(msg)
     target: Any = out
     for i, step in enumerate(slot):
-        rest = slot[i + 1:]
+        rest = slot[i + 1 :]
         if len(rest) == 2 and rest[0] in ("key", "value"):  # a map entry
             entries = getattr(target, step)
             key = rest[1]
@@ -276,8 +291,12 @@ def test_requests_that_can_never_be_valid_are_invalid_argument(arena: Arena) -> 
                 probe.grpc(method, adversary.invalid_utf8(bad), f"invalid UTF-8 in {slot}", invalid)
                 if is_name(slot):
                     for label, name in (("empty", ""), ("1 MB", "projects/p/topics/" + "a" * 1_000_000)):
-                        probe.grpc(method, replaced(base, slot, name).SerializeToString(),
-                                   f"{label} name in {slot}", invalid)
+                        probe.grpc(
+                            method,
+                            replaced(base, slot, name).SerializeToString(),
+                            f"{label} name in {slot}",
+                            invalid,
+                        )
         probe.verdict(floor=150)
 
 
@@ -287,7 +306,9 @@ def test_hostile_text_in_every_string_of_every_method(arena: Arena) -> None:
             base = valid_request(method.name, arena.refs)
             for slot in string_slots(base):
                 for text in adversary.HOSTILE_TEXT:
-                    probe.grpc(method, replaced(base, slot, text).SerializeToString(), f"{text[:20]!r} in {slot}")
+                    probe.grpc(
+                        method, replaced(base, slot, text).SerializeToString(), f"{text[:20]!r} in {slot}"
+                    )
         probe.verdict(floor=500)
 
 
@@ -297,8 +318,14 @@ def test_random_requests(arena: Arena, method: Method) -> None:
     names that do not, hostile and random text, extreme numbers, undefined enum values."""
     with Prober(arena, "random (gRPC)") as probe:
 
-        @settings(max_examples=RANDOM_PER_METHOD, deadline=None, database=None, derandomize=True,
-                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=RANDOM_PER_METHOD,
+            deadline=None,
+            database=None,
+            derandomize=True,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
         @given(body=adversary.request(method, arena.refs))
         def run(body: bytes) -> None:
             probe.grpc(method, body, f"random {body[:60]!r}")
@@ -319,13 +346,28 @@ def _rest_probes(refs: Refs) -> list[tuple[str, str, str, dict[str, str], bytes]
     return [
         ("malformed JSON", "POST", f"/v1/projects/{t}:publish", j, b'{"messages": [}'),
         ("invalid UTF-8 JSON", "POST", f"/v1/projects/{t}:publish", j, b'{"messages": [{"data": "\xff"}]}'),
-        ("invalid UTF-8 attribute", "POST", f"/v1/projects/{t}:publish", j,
-         b'{"messages": [{"data": "eA==", "attributes": {"k": "\xff\xfe"}}]}'),
+        (
+            "invalid UTF-8 attribute",
+            "POST",
+            f"/v1/projects/{t}:publish",
+            j,
+            b'{"messages": [{"data": "eA==", "attributes": {"k": "\xff\xfe"}}]}',
+        ),
         ("a JSON array", "POST", f"/v1/projects/{t}:publish", j, b"[1, 2]"),
-        ("gzip header, plain body", "POST", f"/v1/projects/{t}:publish",
-         {**j, "Content-Encoding": "gzip"}, publish),
-        ("gzip bomb", "POST", f"/v1/projects/{t}:publish", {**j, "Content-Encoding": "gzip"},
-         gzip.compress(b'{"messages": [{"data": "' + b"A" * 40_000_000 + b'"}]}')),
+        (
+            "gzip header, plain body",
+            "POST",
+            f"/v1/projects/{t}:publish",
+            {**j, "Content-Encoding": "gzip"},
+            publish,
+        ),
+        (
+            "gzip bomb",
+            "POST",
+            f"/v1/projects/{t}:publish",
+            {**j, "Content-Encoding": "gzip"},
+            gzip.compress(b'{"messages": [{"data": "' + b"A" * 40_000_000 + b'"}]}'),
+        ),
         ("unknown encoding", "POST", f"/v1/projects/{t}:publish", {**j, "Content-Encoding": "br"}, publish),
         ("string for a number", "POST", f"/v1/projects/{s}:pull", j, b'{"maxMessages": "many"}'),
         ("number out of range", "POST", f"/v1/projects/{s}:pull", j, b'{"maxMessages": 99999999999999}'),
@@ -337,8 +379,13 @@ def _rest_probes(refs: Refs) -> list[tuple[str, str, str, dict[str, str], bytes]
         ("seek to year 1", "POST", f"/v1/projects/{s}:seek", j, b'{"time": "0001-01-01T00:00:00Z"}'),
         ("seek before 1970", "POST", f"/v1/projects/{s}:seek", j, b'{"time": "1969-12-31T23:59:59.999Z"}'),
         ("no body", "POST", f"/v1/projects/{t}:publish", j, b""),
-        ("26 MB body", "POST", f"/v1/projects/{t}:publish", j,
-         b'{"messages": [{"data": "' + b"A" * 26_000_000 + b'"}]}'),
+        (
+            "26 MB body",
+            "POST",
+            f"/v1/projects/{t}:publish",
+            j,
+            b'{"messages": [{"data": "' + b"A" * 26_000_000 + b'"}]}',
+        ),
     ]
 
 
@@ -356,8 +403,14 @@ async def test_hostile_rest_requests(arena: Arena) -> None:
                 # A URL past the HTTP parser's limit never reaches the API: like Google's front
                 # end (an HTML 414), the parser answers in plain text.
                 refused = 400 <= status < 500 and (_google_error(details) or label in TRANSPORT_LEVEL)
-                probe.judge(f"REST {label}", str(status or "no answer"), details, ok,
-                            forbidden=not (ok or refused), expected=True)
+                probe.judge(
+                    f"REST {label}",
+                    str(status or "no answer"),
+                    details,
+                    ok,
+                    forbidden=not (ok or refused),
+                    expected=True,
+                )
         probe.verdict(floor=len(_rest_probes(arena.refs)))
 
 

@@ -27,8 +27,7 @@ def _free_port() -> int:
 def test_gateway_survives_a_broker_restart(
     tmp_path: Path, log_dir: Path, names: Callable[[str], str]
 ) -> None:
-    kafka = LocalKafka(data_dir=tmp_path / "kafka", port=_free_port(), heap_mb=384,
-                       version=kafka_version())
+    kafka = LocalKafka(data_dir=tmp_path / "kafka", port=_free_port(), heap_mb=384, version=kafka_version())
     bootstrap = kafka.start()
     gw = GatewayProcess(bootstrap, f"br{uuid.uuid4().hex[:6]}", log_dir).start()
     try:
@@ -45,8 +44,9 @@ def test_gateway_survives_a_broker_restart(
         kafka.stop()
         # While the broker is down a publish waits; it completes once the broker is back.
         result: list[str] = []
-        publisher = threading.Thread(target=lambda: result.append(
-            pub.publish(topic, b"during-outage").result(timeout=120)))
+        publisher = threading.Thread(
+            target=lambda: result.append(pub.publish(topic, b"during-outage").result(timeout=120))
+        )
         publisher.start()
         time.sleep(3)
         kafka.start()

@@ -45,14 +45,31 @@ SLACK = 2.0  # scheduling on two shared cores
 @pytest.fixture(scope="module")
 def gw(kafka_bootstrap: str, log_dir: Path) -> Iterator[GatewayProcess]:
     gateway = GatewayProcess(
-        kafka_bootstrap, f"lim{uuid.uuid4().hex[:6]}", log_dir,
-        "--http-max-connections", str(HTTP_MAX), "--http-header-timeout-seconds", str(HEADER_TIMEOUT),
-        "--http-body-timeout-seconds", str(BODY_TIMEOUT), "--http-idle-timeout-seconds", str(HTTP_IDLE),
-        "--grpc-max-connections", str(GRPC_MAX), "--grpc-max-concurrent-rpcs", str(GRPC_RPCS),
-        "--grpc-handshake-timeout-seconds", str(GRPC_HANDSHAKE),
-        "--grpc-idle-timeout-seconds", str(GRPC_IDLE),
-        "--grpc-max-connection-age-seconds", str(GRPC_AGE), "--stream-max-seconds", str(STREAM_MAX),
-        "--pull-max-wait-seconds", "10",
+        kafka_bootstrap,
+        f"lim{uuid.uuid4().hex[:6]}",
+        log_dir,
+        "--http-max-connections",
+        str(HTTP_MAX),
+        "--http-header-timeout-seconds",
+        str(HEADER_TIMEOUT),
+        "--http-body-timeout-seconds",
+        str(BODY_TIMEOUT),
+        "--http-idle-timeout-seconds",
+        str(HTTP_IDLE),
+        "--grpc-max-connections",
+        str(GRPC_MAX),
+        "--grpc-max-concurrent-rpcs",
+        str(GRPC_RPCS),
+        "--grpc-handshake-timeout-seconds",
+        str(GRPC_HANDSHAKE),
+        "--grpc-idle-timeout-seconds",
+        str(GRPC_IDLE),
+        "--grpc-max-connection-age-seconds",
+        str(GRPC_AGE),
+        "--stream-max-seconds",
+        str(STREAM_MAX),
+        "--pull-max-wait-seconds",
+        "10",
     ).start()
     yield gateway
     gateway.terminate()
@@ -140,16 +157,20 @@ def test_a_trickled_head_does_not_extend_its_deadline(gw: GatewayProcess) -> Non
 
 def test_a_slow_body_gets_408_and_the_connection_is_closed(gw: GatewayProcess) -> None:
     s = _connect(gw.rest_address)
-    s.sendall(b"POST /v1/projects/p/topics/t:publish HTTP/1.1\r\nHost: gateway\r\n"
-              b"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"messages\"")
+    s.sendall(
+        b"POST /v1/projects/p/topics/t:publish HTTP/1.1\r\nHost: gateway\r\n"
+        b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"messages"'
+    )
     sent = time.monotonic()
     closed, received = _closing_times([s], BODY_TIMEOUT + LINGER + 10)
     s.close()
     head, _, body = received[0].partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408"), head
     assert json.loads(body)["error"] == {
-        "code": 408, "status": "DEADLINE_EXCEEDED",
-        "message": f"The request body did not arrive within {BODY_TIMEOUT:g} s."}
+        "code": 408,
+        "status": "DEADLINE_EXCEEDED",
+        "message": f"The request body did not arrive within {BODY_TIMEOUT:g} s.",
+    }
     assert BODY_TIMEOUT - 0.3 <= closed[0] - sent <= BODY_TIMEOUT + LINGER + SLACK
 
 
@@ -196,9 +217,11 @@ def test_connections_past_the_maximum_are_refused_at_once(gw: GatewayProcess) ->
 
 
 def _get_topic(channel: grpc.Channel) -> grpc.StatusCode:
-    call = channel.unary_unary("/google.pubsub.v1.Publisher/GetTopic",
-                               request_serializer=types.GetTopicRequest.serialize,
-                               response_deserializer=types.Topic.deserialize)
+    call = channel.unary_unary(
+        "/google.pubsub.v1.Publisher/GetTopic",
+        request_serializer=types.GetTopicRequest.serialize,
+        response_deserializer=types.Topic.deserialize,
+    )
     try:
         call(types.GetTopicRequest(topic="projects/p/topics/none"), timeout=10)
     except grpc.RpcError as err:
@@ -249,13 +272,18 @@ def test_grpc_connections_past_the_maximum_are_closed_at_once(gw: GatewayProcess
 
 def test_calls_past_the_maximum_fail_with_resource_exhausted(gw: GatewayProcess) -> None:
     pub, sub = clients(gw)
-    topic, subscription = f"projects/p/topics/t-{uuid.uuid4().hex[:8]}", f"projects/p/subscriptions/s-{uuid.uuid4().hex[:8]}"
+    topic, subscription = (
+        f"projects/p/topics/t-{uuid.uuid4().hex[:8]}",
+        f"projects/p/subscriptions/s-{uuid.uuid4().hex[:8]}",
+    )
     pub.create_topic(name=topic)
     sub.create_subscription(name=subscription, topic=topic)
     channel = grpc.insecure_channel(gw.address, options=[("grpc.use_local_subchannel_pool", 1)])
-    pull = channel.unary_unary("/google.pubsub.v1.Subscriber/Pull",
-                               request_serializer=types.PullRequest.serialize,
-                               response_deserializer=types.PullResponse.deserialize)
+    pull = channel.unary_unary(
+        "/google.pubsub.v1.Subscriber/Pull",
+        request_serializer=types.PullRequest.serialize,
+        response_deserializer=types.PullResponse.deserialize,
+    )
     request = types.PullRequest(subscription=subscription, max_messages=1)
     waiting = [pull.future(request, timeout=30) for _ in range(GRPC_RPCS)]  # each waits ~10 s
     time.sleep(1.0)
@@ -272,7 +300,10 @@ def test_connection_age_and_idleness_never_cut_a_streaming_pull(gw: GatewayProce
     """The connection passes its maximum age (GOAWAY) while the stream runs; the stream keeps
     delivering until the gateway itself recycles it at --stream-max-seconds, with UNAVAILABLE."""
     pub, sub = clients(gw)
-    topic, subscription = f"projects/p/topics/t-{uuid.uuid4().hex[:8]}", f"projects/p/subscriptions/s-{uuid.uuid4().hex[:8]}"
+    topic, subscription = (
+        f"projects/p/topics/t-{uuid.uuid4().hex[:8]}",
+        f"projects/p/subscriptions/s-{uuid.uuid4().hex[:8]}",
+    )
     pub.create_topic(name=topic)
     sub.create_subscription(name=subscription, topic=topic)
     channel = grpc.insecure_channel(gw.address, options=[("grpc.use_local_subchannel_pool", 1)])
@@ -283,9 +314,11 @@ def test_connection_age_and_idleness_never_cut_a_streaming_pull(gw: GatewayProce
         while (item := requests.get()) is not None:
             yield item
 
-    stream = channel.stream_stream("/google.pubsub.v1.Subscriber/StreamingPull",
-                                   request_serializer=types.StreamingPullRequest.serialize,
-                                   response_deserializer=types.StreamingPullResponse.deserialize)
+    stream = channel.stream_stream(
+        "/google.pubsub.v1.Subscriber/StreamingPull",
+        request_serializer=types.StreamingPullRequest.serialize,
+        response_deserializer=types.StreamingPullResponse.deserialize,
+    )
     opened = time.monotonic()
     got: list[tuple[float, bytes]] = []
     ended: list[grpc.RpcError] = []

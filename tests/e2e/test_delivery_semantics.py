@@ -14,9 +14,9 @@ from tests.gateways import GatewayProcess
 pytestmark = pytest.mark.integration
 
 
-def _setup(gw: GatewayProcess, names: Callable[[str], str], n: int, **sub_fields: object) -> tuple[
-    object, object, str, str
-]:
+def _setup(
+    gw: GatewayProcess, names: Callable[[str], str], n: int, **sub_fields: object
+) -> tuple[object, object, str, str]:
     pub, sub = clients(gw)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
@@ -41,8 +41,9 @@ def test_expired_deadline_redelivers_with_a_new_ack_id(
     # The first ids name deliveries that are over: acking them is not an error (exactly-once is
     # off) and changes nothing; the messages are still out under their current ids.
     sub.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in first])
-    sub.modify_ack_deadline(subscription=subscription, ack_ids=[m.ack_id for m in again],
-                            ack_deadline_seconds=0)
+    sub.modify_ack_deadline(
+        subscription=subscription, ack_ids=[m.ack_id for m in again], ack_deadline_seconds=0
+    )
     third = pull_until(sub, subscription, 5, timeout=10)
     assert sorted(m.message.data for m in third) == sorted(m.message.data for m in first)
     sub.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in third])
@@ -55,9 +56,12 @@ def test_nack_redelivers_at_once_and_modack_extension_holds_the_lease(
     _, sub, _, subscription = _setup(shared_gateway, names, 4, ack_deadline_seconds=10)
     got = pull_until(sub, subscription, 4)
     by_data = {m.message.data: m for m in got}
-    sub.modify_ack_deadline(subscription=subscription, ack_ids=[by_data[b"m0"].ack_id], ack_deadline_seconds=0)
     sub.modify_ack_deadline(
-        subscription=subscription, ack_ids=[by_data[d].ack_id for d in (b"m1", b"m2", b"m3")],
+        subscription=subscription, ack_ids=[by_data[b"m0"].ack_id], ack_deadline_seconds=0
+    )
+    sub.modify_ack_deadline(
+        subscription=subscription,
+        ack_ids=[by_data[d].ack_id for d in (b"m1", b"m2", b"m3")],
         ack_deadline_seconds=40,
     )
     t0 = time.monotonic()

@@ -155,10 +155,14 @@ def test_lease_log_compacts_to_one_key_per_partition(
 
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     (log_topic,) = [t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{prefix}_gacks.")]
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": kafka_bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-        "auto.offset.reset": "earliest", "enable.partition.eof": True,
-    })
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": True,
+        }
+    )
     consumer.subscribe([log_topic])
     latest: dict[bytes, bytes | None] = {}
     eof: set[int] = set()

@@ -20,14 +20,20 @@ pytestmark = pytest.mark.integration
 INVALID = "PERMANENT_FAILURE_INVALID_ACK_ID"
 
 
-def _eod(gw: GatewayProcess, names: Callable[[str], str], n: int, deadline: int = 10) -> tuple[
-    pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str
-]:
+def _eod(
+    gw: GatewayProcess, names: Callable[[str], str], n: int, deadline: int = 10
+) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
     pub, sub = clients(gw)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
-    sub.create_subscription(request={"name": subscription, "topic": topic, "ack_deadline_seconds": deadline,
-                                     "enable_exactly_once_delivery": True})
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "ack_deadline_seconds": deadline,
+            "enable_exactly_once_delivery": True,
+        }
+    )
     for f in [pub.publish(topic, f"m{i}".encode()) for i in range(n)]:
         f.result(timeout=30)
     return pub, sub, topic, subscription
@@ -101,6 +107,8 @@ def test_confirmed_acks_hold_across_kill_9_and_a_second_process(
             resp = client.pull(subscription=subscription, max_messages=100, timeout=10)
             back += [m.message.data for m in resp.received_messages]
             if resp.received_messages:
-                client.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in resp.received_messages])
+                client.acknowledge(
+                    subscription=subscription, ack_ids=[m.ack_id for m in resp.received_messages]
+                )
     assert not acked & set(back), "a confirmed ack is never delivered again"
     assert set(back) == {m.message.data for m in got} - acked

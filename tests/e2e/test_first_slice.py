@@ -52,10 +52,13 @@ def test_publish_pull_ack_and_kafka_reads_the_same_records(
 
     # A plain Kafka consumer reads the records: data as value, attributes as headers.
     kafka_topic = kafka_topic_for(topic_name(topic))
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": kafka_bootstrap, "group.id": f"plain-{uuid.uuid4().hex}",
-        "auto.offset.reset": "earliest",
-    })
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": kafka_bootstrap,
+            "group.id": f"plain-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.subscribe([kafka_topic])
     records: list[confluent_kafka.Message] = []
     try:

@@ -58,15 +58,21 @@ def test_made_up_ack_ids_acknowledge_nothing(
     pub, sub = clients(shared_gateway)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(request={"name": topic, "labels": {"kafka-partitions": "1"}})
-    sub.create_subscription(request={"name": subscription, "topic": topic, "ack_deadline_seconds": 60,
-                                     "enable_exactly_once_delivery": exactly_once})
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "ack_deadline_seconds": 60,
+            "enable_exactly_once_delivery": exactly_once,
+        }
+    )
     pub.publish(topic, b"first").result(timeout=30)
     (got,) = pull_until(sub, subscription, 1)
     tag, partition, offset, generation = got.ack_id.split("-")
     at = int(offset, 16)
     forged = [f"{tag}-{partition}-{o:x}-{generation}" for o in range(at + 1, at + 2000)]  # the future
     forged.append(f"{tag}-{partition}-{at:x}-{int(generation, 16) + 1:x}")  # another delivery's
-    outcomes = [_acknowledge(sub, subscription, forged[i:i + 500]) for i in range(0, len(forged), 500)]
+    outcomes = [_acknowledge(sub, subscription, forged[i : i + 500]) for i in range(0, len(forged), 500)]
     if exactly_once:  # reported per id, as many as fit in the trailer; retried for the rest
         assert {type(e) for e in outcomes} <= {exceptions.InvalidArgument, exceptions.Aborted}, outcomes
         assert all("ack IDs failed" in str(e) for e in outcomes), outcomes
@@ -83,8 +89,9 @@ def test_made_up_ack_ids_acknowledge_nothing(
     assert [m.message.data for m in again] == [b"first"]
 
 
-def _acknowledge(sub: pubsub_v1.SubscriberClient, subscription: str,
-                 ack_ids: list[str]) -> exceptions.GoogleAPICallError | None:
+def _acknowledge(
+    sub: pubsub_v1.SubscriberClient, subscription: str, ack_ids: list[str]
+) -> exceptions.GoogleAPICallError | None:
     try:
         sub.acknowledge(subscription=subscription, ack_ids=ack_ids, timeout=30)
     except exceptions.GoogleAPICallError as exc:
@@ -102,8 +109,9 @@ def test_an_ack_id_naming_no_partition_is_invalid_at_once(
     tag, _, offset, generation = got.ack_id.split("-")
     started = time.monotonic()
     with pytest.raises(exceptions.InvalidArgument, match="names no partition"):
-        sub.acknowledge(subscription=subscription, ack_ids=[f"{tag}-7fffffff-{offset}-{generation}"],
-                        timeout=30)
+        sub.acknowledge(
+            subscription=subscription, ack_ids=[f"{tag}-7fffffff-{offset}-{generation}"], timeout=30
+        )
     assert time.monotonic() - started < 10
 
 
@@ -115,18 +123,31 @@ def test_seek_before_1970_keeps_the_backlog_and_bad_times_are_invalid(
     for i in range(3):
         pub.publish(topic, f"m{i}".encode()).result(timeout=30)
     for seconds, nanos in ((-1, 999_000_000), (-1, 997_000_000), (-1, 0), (-62_135_596_800, 0)):
-        sub.seek(request={"subscription": subscription,
-                          "time": timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)})
+        sub.seek(
+            request={
+                "subscription": subscription,
+                "time": timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos),
+            }
+        )
     got = pull_until(sub, subscription, 3)
     assert sorted(m.message.data for m in got) == [b"m0", b"m1", b"m2"]
     for seconds, nanos in ((2**62, 0), (0, -1), (0, 1_000_000_000), (-62_135_596_801, 0)):
         with pytest.raises(exceptions.InvalidArgument, match="Timestamp"):
-            sub.seek(request={"subscription": subscription,
-                              "time": timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos)}, timeout=30)
+            sub.seek(
+                request={
+                    "subscription": subscription,
+                    "time": timestamp_pb2.Timestamp(seconds=seconds, nanos=nanos),
+                },
+                timeout=30,
+            )
 
 
-def _big_messages(gw: GatewayProcess, names: Callable[[str], str], count: int, size: int,
-                  ) -> tuple[pubsub_v1.SubscriberClient, str]:
+def _big_messages(
+    gw: GatewayProcess,
+    names: Callable[[str], str],
+    count: int,
+    size: int,
+) -> tuple[pubsub_v1.SubscriberClient, str]:
     """A subscription (dead-letter policy of 5) holding `count` messages of `size` bytes, and
     a runner that has fetched them."""
     pub, sub = clients(gw)
@@ -134,9 +155,14 @@ def _big_messages(gw: GatewayProcess, names: Callable[[str], str], count: int, s
     dead = topic + "-dead"
     pub.create_topic(request={"name": topic, "labels": {"kafka-partitions": "1"}})
     pub.create_topic(name=dead)
-    sub.create_subscription(request={
-        "name": subscription, "topic": topic, "ack_deadline_seconds": 60,
-        "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": 5}})
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "ack_deadline_seconds": 60,
+            "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": 5},
+        }
+    )
     assert sub.pull(subscription=subscription, max_messages=10, timeout=10).received_messages == []
     for i in range(count):
         pub.publish(topic, bytes([i]) * size).result(timeout=60)
@@ -161,7 +187,8 @@ def test_pull_replies_are_cut_to_what_the_client_takes_without_spending_attempts
         got.extend(resp.received_messages)
     assert sizes[0] == 2 and max(sizes) <= 2, f"two fit a response, three do not: {sizes}"
     assert sorted((m.message.data[:1], len(m.message.data)) for m in got) == [
-        (bytes([i]), size) for i in range(3)]
+        (bytes([i]), size) for i in range(3)
+    ]
     assert [m.delivery_attempt for m in got] == [1, 1, 1], "none spent an attempt on a reply too large"
     sub.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in got])
 

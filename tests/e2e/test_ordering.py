@@ -16,7 +16,9 @@ from tests.gateways import GatewayProcess, emulator_env
 pytestmark = pytest.mark.integration
 
 
-def _ordered(gw: GatewayProcess, names: Callable[[str], str]) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
+def _ordered(
+    gw: GatewayProcess, names: Callable[[str], str]
+) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
     with emulator_env(gw.address):
         pub = pubsub_v1.PublisherClient(
             publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
@@ -24,19 +26,30 @@ def _ordered(gw: GatewayProcess, names: Callable[[str], str]) -> tuple[pubsub_v1
     _, sub = clients(gw)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
-    sub.create_subscription(request={"name": subscription, "topic": topic, "enable_message_ordering": True,
-                                     "ack_deadline_seconds": 30})
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "enable_message_ordering": True,
+            "ack_deadline_seconds": 30,
+        }
+    )
     return pub, sub, topic, subscription
 
 
 def _publish_keys(pub: pubsub_v1.PublisherClient, topic: str, keys: int, per_key: int) -> None:
-    futures = [pub.publish(topic, f"k{k}:{i}".encode(), ordering_key=f"k{k}")
-               for i in range(per_key) for k in range(keys)]
+    futures = [
+        pub.publish(topic, f"k{k}:{i}".encode(), ordering_key=f"k{k}")
+        for i in range(per_key)
+        for k in range(keys)
+    ]
     for f in futures:
         f.result(timeout=60)
 
 
-def test_pull_holds_a_key_while_its_batch_is_out(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+def test_pull_holds_a_key_while_its_batch_is_out(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
     pub, sub, topic, subscription = _ordered(shared_gateway, names)
     _publish_keys(pub, topic, 1, 3)
     pub.publish(topic, b"free").result(timeout=30)

@@ -19,12 +19,18 @@ from tests.gateways import GatewayProcess
 pytestmark = pytest.mark.integration
 
 
-def _kafka_records(bootstrap: str, topic: str, expect: int, timeout: float = 30) -> list[confluent_kafka.Message]:
+def _kafka_records(
+    bootstrap: str, topic: str, expect: int, timeout: float = 30
+) -> list[confluent_kafka.Message]:
     """Every committed record of a Pub/Sub topic's Kafka topic (read_committed, from the start)."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-    })
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.subscribe([kafka_topic_for(topic_name(topic))])
     out: list[confluent_kafka.Message] = []
     deadline = time.monotonic() + timeout
@@ -45,8 +51,13 @@ def test_dead_letter_after_max_attempts_with_source_attributes(
     topic, dead, subscription = names("topics"), names("topics", "-dead"), names("subscriptions")
     pub.create_topic(name=topic)
     pub.create_topic(name=dead)
-    sub.create_subscription(request={"name": subscription, "topic": topic, "dead_letter_policy": {
-        "dead_letter_topic": dead, "max_delivery_attempts": 5}})
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": 5},
+        }
+    )
     pub.publish(topic, b"poison", kind="bad").result(timeout=30)
     pub.publish(topic, b"fine").result(timeout=30)
     attempts = []
@@ -75,8 +86,14 @@ def test_dead_lettering_survives_a_kill_without_duplicates(
     topic, dead, subscription = names("topics"), names("topics", "-dead"), names("subscriptions")
     pub.create_topic(name=topic)
     pub.create_topic(name=dead)
-    sub.create_subscription(request={"name": subscription, "topic": topic, "ack_deadline_seconds": 10,
-                                     "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": 5}})
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "ack_deadline_seconds": 10,
+            "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": 5},
+        }
+    )
     n = 300
     for f in [pub.publish(topic, f"p{i}".encode()) for i in range(n)]:
         f.result(timeout=60)
@@ -98,7 +115,9 @@ def test_dead_lettering_survives_a_kill_without_duplicates(
     assert pull_nothing(sub, subscription, 8.0) == []
     records = _kafka_records(kafka_bootstrap, dead, n, timeout=40)
     values = sorted(r.value() for r in records)
-    assert values == sorted(f"p{i}".encode() for i in range(n)), f"{len(values)} dead letters, want {n} once each"
+    assert values == sorted(f"p{i}".encode() for i in range(n)), (
+        f"{len(values)} dead letters, want {n} once each"
+    )
 
 
 def test_retry_backoff_grows_between_redeliveries(
@@ -107,8 +126,13 @@ def test_retry_backoff_grows_between_redeliveries(
     pub, sub = clients(shared_gateway)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
-    sub.create_subscription(request={"name": subscription, "topic": topic,
-                                     "retry_policy": {"minimum_backoff": "1s", "maximum_backoff": "4s"}})
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "retry_policy": {"minimum_backoff": "1s", "maximum_backoff": "4s"},
+        }
+    )
     pub.publish(topic, b"retry-me").result(timeout=30)
     first = pull_until(sub, subscription, 1)
     assert [m.message.data for m in first] == [b"retry-me"]
@@ -130,24 +154,34 @@ def test_retry_backoff_grows_between_redeliveries(
 
 
 FILTER_CASES = [
-    ('attributes:color', [{"color": "red"}, {"color": ""}], [{"size": "m"}, {}]),
+    ("attributes:color", [{"color": "red"}, {"color": ""}], [{"size": "m"}, {}]),
     ('attributes.color = "red"', [{"color": "red"}], [{"color": "blue"}, {}]),
     ('attributes.color != "red"', [{"color": "blue"}, {}], [{"color": "red"}]),
     ('hasPrefix(attributes.region, "eu-")', [{"region": "eu-west"}], [{"region": "us-east"}, {}]),
-    ('NOT attributes:color', [{}, {"size": "s"}], [{"color": "x"}]),
-    ('-attributes:color', [{}], [{"color": "x"}]),
-    ('attributes:color AND attributes.size = "m"', [{"color": "x", "size": "m"}], [{"color": "x"}, {"size": "m"}]),
-    ('attributes:color OR attributes:size', [{"color": "x"}, {"size": "m"}], [{"other": "1"}]),
-    ('attributes:a AND (attributes.b = "1" OR attributes.c = "2")', [{"a": "", "b": "1"}, {"a": "", "c": "2"}],
-     [{"a": ""}, {"b": "1"}]),
+    ("NOT attributes:color", [{}, {"size": "s"}], [{"color": "x"}]),
+    ("-attributes:color", [{}], [{"color": "x"}]),
+    (
+        'attributes:color AND attributes.size = "m"',
+        [{"color": "x", "size": "m"}],
+        [{"color": "x"}, {"size": "m"}],
+    ),
+    ("attributes:color OR attributes:size", [{"color": "x"}, {"size": "m"}], [{"other": "1"}]),
+    (
+        'attributes:a AND (attributes.b = "1" OR attributes.c = "2")',
+        [{"a": "", "b": "1"}, {"a": "", "c": "2"}],
+        [{"a": ""}, {"b": "1"}],
+    ),
     ('attributes."dotted.key" = "v"', [{"dotted.key": "v"}], [{"dotted.key": "w"}]),
 ]
 
 
 @pytest.mark.parametrize(("expression", "match", "miss"), FILTER_CASES)
 def test_filters_deliver_only_matching_messages(
-    shared_gateway: GatewayProcess, names: Callable[[str], str], expression: str,
-    match: list[dict[str, str]], miss: list[dict[str, str]],
+    shared_gateway: GatewayProcess,
+    names: Callable[[str], str],
+    expression: str,
+    match: list[dict[str, str]],
+    miss: list[dict[str, str]],
 ) -> None:
     pub, sub = clients(shared_gateway)
     topic, subscription = names("topics"), names("subscriptions")
@@ -164,11 +198,21 @@ def test_filters_deliver_only_matching_messages(
     assert pull_nothing(sub, subscription, 1.5) == []
 
 
-@pytest.mark.parametrize("bad", [
-    "attributes:a AND attributes:b OR attributes:c", "attributes.a =", "color = red", "attributes.a == \"x\"",
-    "(attributes:a", "hasPrefix(attributes.a)", "x" * 257,
-])
-def test_invalid_filters_are_rejected(shared_gateway: GatewayProcess, names: Callable[[str], str], bad: str) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "attributes:a AND attributes:b OR attributes:c",
+        "attributes.a =",
+        "color = red",
+        'attributes.a == "x"',
+        "(attributes:a",
+        "hasPrefix(attributes.a)",
+        "x" * 257,
+    ],
+)
+def test_invalid_filters_are_rejected(
+    shared_gateway: GatewayProcess, names: Callable[[str], str], bad: str
+) -> None:
     pub, sub = clients(shared_gateway)
     topic = names("topics")
     pub.create_topic(name=topic)
@@ -181,13 +225,23 @@ def test_idle_subscription_expires_and_active_or_unset_ones_stay(
 ) -> None:
     prefix = f"exp{uuid.uuid4().hex[:6]}"
     # Pulls that find nothing return within 1 s, so the busy subscription sees activity often.
-    settings = ("--min-expiration-ttl-seconds", "2", "--expiration-check-seconds", "0.5",
-                "--pull-max-wait-seconds", "1")
+    settings = (
+        "--min-expiration-ttl-seconds",
+        "2",
+        "--expiration-check-seconds",
+        "0.5",
+        "--pull-max-wait-seconds",
+        "1",
+    )
     a, b = start_gateway(*settings, prefix=prefix), start_gateway(*settings, prefix=prefix)
     pub, sub = clients(a)
     topic = names("topics")
     pub.create_topic(name=topic)
-    idle, busy, never = names("subscriptions", "-idle"), names("subscriptions", "-busy"), names("subscriptions", "-never")
+    idle, busy, never = (
+        names("subscriptions", "-idle"),
+        names("subscriptions", "-busy"),
+        names("subscriptions", "-never"),
+    )
     # A TTL longer than the first pull's wait for its group (the stock broker's 3 s initial
     # rebalance delay, and a second process joining): that pull is recorded once it has joined.
     for name in (idle, busy):
@@ -195,8 +249,13 @@ def test_idle_subscription_expires_and_active_or_unset_ones_stay(
     sub.create_subscription(request={"name": never, "topic": topic, "expiration_policy": {}})
     assert not sub.get_subscription(subscription=never).expiration_policy.ttl
     with pytest.raises(exceptions.InvalidArgument, match="ttl"):
-        sub.create_subscription(request={"name": names("subscriptions", "-short"), "topic": topic,
-                                         "expiration_policy": {"ttl": "1s"}})
+        sub.create_subscription(
+            request={
+                "name": names("subscriptions", "-short"),
+                "topic": topic,
+                "expiration_policy": {"ttl": "1s"},
+            }
+        )
     deadline = time.monotonic() + 11
     while time.monotonic() < deadline:
         sub.pull(subscription=busy, max_messages=1, timeout=5)  # activity keeps it alive

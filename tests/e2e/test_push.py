@@ -133,13 +133,15 @@ def endpoint() -> Iterator[Endpoint]:
         yield ep
 
 
-def _make(gw: GatewayProcess, names: Callable[..., str], push_config: dict[str, object], **fields: object) -> tuple[
-    pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str
-]:
+def _make(
+    gw: GatewayProcess, names: Callable[..., str], push_config: dict[str, object], **fields: object
+) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
     pub, sub = clients(gw)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
-    sub.create_subscription(request={"name": subscription, "topic": topic, "push_config": push_config, **fields})
+    sub.create_subscription(
+        request={"name": subscription, "topic": topic, "push_config": push_config, **fields}
+    )
     return pub, sub, topic, subscription
 
 
@@ -181,8 +183,12 @@ def test_nacks_and_errors_redeliver_with_growing_delays(
     pub, _ = clients(shared_gateway)
     dead = names("topics", "-dead")
     pub.create_topic(name=dead)
-    pub, _, topic, _ = _make(shared_gateway, names, {"push_endpoint": endpoint.url()},
-                             dead_letter_policy={"dead_letter_topic": dead, "max_delivery_attempts": 10})
+    pub, _, topic, _ = _make(
+        shared_gateway,
+        names,
+        {"push_endpoint": endpoint.url()},
+        dead_letter_policy={"dead_letter_topic": dead, "max_delivery_attempts": 10},
+    )
     _publish(pub, topic, [b"retry-me"])
     assert endpoint.wait(lambda rs: len(rs) >= 5, 30), [r.at for r in endpoint.requests]
     assert not endpoint.wait(lambda rs: len(rs) > 5, 2.0), "acked on the fifth attempt"
@@ -199,7 +205,9 @@ def test_an_endpoint_slower_than_the_deadline_gets_the_message_again(
 ) -> None:
     answers = iter([(200, 12.0)])
     endpoint.answer = lambda _: next(answers, (200, 0.0))
-    pub, _, topic, _ = _make(shared_gateway, names, {"push_endpoint": endpoint.url()}, ack_deadline_seconds=10)
+    pub, _, topic, _ = _make(
+        shared_gateway, names, {"push_endpoint": endpoint.url()}, ack_deadline_seconds=10
+    )
     _publish(pub, topic, [b"slow"])
     assert endpoint.wait(lambda rs: len(rs) >= 2, 30)
     first, second = endpoint.requests[:2]
@@ -209,7 +217,9 @@ def test_an_endpoint_slower_than_the_deadline_gets_the_message_again(
 
 
 def _discovery(gw: GatewayProcess) -> dict[str, str]:
-    with urllib.request.urlopen(f"http://{gw.rest_address}/.well-known/openid-configuration", timeout=10) as r:
+    with urllib.request.urlopen(
+        f"http://{gw.rest_address}/.well-known/openid-configuration", timeout=10
+    ) as r:
         return dict(json.loads(r.read()))
 
 
@@ -217,16 +227,32 @@ def test_tokens_verify_against_the_published_key_set(
     shared_gateway: GatewayProcess, names: Callable[..., str], endpoint: Endpoint
 ) -> None:
     email, audience = "pusher@test-project.iam.gserviceaccount.com", "https://example.test/aud"
-    pub, sub, topic, _ = _make(shared_gateway, names, {
-        "push_endpoint": endpoint.url("/a"),
-        "oidc_token": {"service_account_email": email, "audience": audience},
-    })
-    sub.create_subscription(request={"name": names("subscriptions", "-b"), "topic": topic, "push_config": {
-        "push_endpoint": endpoint.url("/b"), "oidc_token": {"service_account_email": email}}})
+    pub, sub, topic, _ = _make(
+        shared_gateway,
+        names,
+        {
+            "push_endpoint": endpoint.url("/a"),
+            "oidc_token": {"service_account_email": email, "audience": audience},
+        },
+    )
+    sub.create_subscription(
+        request={
+            "name": names("subscriptions", "-b"),
+            "topic": topic,
+            "push_config": {
+                "push_endpoint": endpoint.url("/b"),
+                "oidc_token": {"service_account_email": email},
+            },
+        }
+    )
     _publish(pub, topic, [b"one", b"two"])
     assert endpoint.wait(lambda rs: len(rs) >= 4, 30)
-    tokens = {path: {r.headers["Authorization"].removeprefix("Bearer ") for r in endpoint.requests
-                     if r.path == path} for path in ("/a", "/b")}
+    tokens = {
+        path: {
+            r.headers["Authorization"].removeprefix("Bearer ") for r in endpoint.requests if r.path == path
+        }
+        for path in ("/a", "/b")
+    }
     assert len(tokens["/a"]) == len(tokens["/b"]) == 1, "tokens are cached, not signed per message"
     (token_a,), (token_b,) = tokens["/a"], tokens["/b"]
     config = _discovery(shared_gateway)
@@ -241,7 +267,9 @@ def test_tokens_verify_against_the_published_key_set(
     with pytest.raises(jwt.InvalidAudienceError):
         jwt.decode(token_a, key, algorithms=["RS256"], audience="https://someone.else")
     forger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    forged = jwt.encode(claims, forger, algorithm="RS256", headers={"kid": jwt.get_unverified_header(token_a)["kid"]})
+    forged = jwt.encode(
+        claims, forger, algorithm="RS256", headers={"kid": jwt.get_unverified_header(token_a)["kid"]}
+    )
     with pytest.raises(jwt.InvalidSignatureError):
         jwt.decode(forged, key, algorithms=["RS256"], audience=audience)
 
@@ -249,13 +277,22 @@ def test_tokens_verify_against_the_published_key_set(
 def test_no_wrapper_sends_raw_data_and_metadata_headers(
     shared_gateway: GatewayProcess, names: Callable[..., str], endpoint: Endpoint
 ) -> None:
-    _, sub, topic, with_meta = _make(shared_gateway, names, {
-        "push_endpoint": endpoint.url("/meta"), "no_wrapper": {"write_metadata": True}})
-    sub.create_subscription(request={"name": names("subscriptions", "-raw"), "topic": topic, "push_config": {
-        "push_endpoint": endpoint.url("/raw"), "no_wrapper": {"write_metadata": False}}})
+    _, sub, topic, with_meta = _make(
+        shared_gateway,
+        names,
+        {"push_endpoint": endpoint.url("/meta"), "no_wrapper": {"write_metadata": True}},
+    )
+    sub.create_subscription(
+        request={
+            "name": names("subscriptions", "-raw"),
+            "topic": topic,
+            "push_config": {"push_endpoint": endpoint.url("/raw"), "no_wrapper": {"write_metadata": False}},
+        }
+    )
     with emulator_env(shared_gateway.address):
         pub = pubsub_v1.PublisherClient(
-            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
+            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+        )
     data = b"raw \x00\xff bytes"
     mid = pub.publish(topic, data, ordering_key="k1", color="red", **{"bad key": "x"}).result(timeout=30)
     assert endpoint.wait(lambda rs: len(rs) >= 2, 30)
@@ -282,7 +319,9 @@ def test_switching_push_to_pull_and_back(
     pulled = pull_until(sub, subscription, 5, timeout=30)
     assert sorted(m.message.data for m in pulled) == [f"b{i}".encode() for i in range(5)]
     sub.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in pulled])
-    sub.modify_push_config(request={"subscription": subscription, "push_config": {"push_endpoint": endpoint.url()}})
+    sub.modify_push_config(
+        request={"subscription": subscription, "push_config": {"push_endpoint": endpoint.url()}}
+    )
     _publish(pub, topic, [f"c{i}".encode() for i in range(5)])
     assert endpoint.wait(lambda rs: len(_acked(rs)) == 10, 30)
     assert not endpoint.wait(lambda rs: len(rs) > 10, 2.0)
@@ -335,8 +374,11 @@ def test_two_processes_share_the_work_and_the_keys(
 def test_a_configured_key_file_signs(start_gateway: GatewayFactory, tmp_path: Path) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = tmp_path / "push-key.pem"
-    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                      serialization.NoEncryption()))
+    pem.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
     gw = start_gateway("--push-auth-key-file", str(pem), "--push-auth-issuer", "https://issuer.test")
     assert _discovery(gw)["issuer"] == "https://issuer.test"
     with urllib.request.urlopen(f"http://{gw.rest_address}/oauth2/v3/certs", timeout=10) as r:
@@ -349,5 +391,10 @@ def test_push_endpoints_must_be_http_urls(shared_gateway: GatewayProcess, names:
     topic = names("topics")
     pub.create_topic(name=topic)
     with pytest.raises(exceptions.InvalidArgument):
-        sub.create_subscription(request={"name": names("subscriptions"), "topic": topic,
-                                         "push_config": {"push_endpoint": "ftp://example.test/x"}})
+        sub.create_subscription(
+            request={
+                "name": names("subscriptions"),
+                "topic": topic,
+                "push_config": {"push_endpoint": "ftp://example.test/x"},
+            }
+        )

@@ -67,7 +67,9 @@ def test_metadata_addresses_are_refused_in_every_spelling_and_change_nothing(
     for i, url in enumerate(METADATA_ENDPOINTS):
         name = names("subscriptions", f"-{i}")
         with pytest.raises(exceptions.InvalidArgument) as caught:
-            sub.create_subscription(request={"name": name, "topic": topic, "push_config": {"push_endpoint": url}})
+            sub.create_subscription(
+                request={"name": name, "topic": topic, "push_config": {"push_endpoint": url}}
+            )
         assert "never a push destination" in caught.value.message, caught.value.message
         assert ":pw@" not in caught.value.message
         with pytest.raises(exceptions.NotFound):
@@ -75,12 +77,19 @@ def test_metadata_addresses_are_refused_in_every_spelling_and_change_nothing(
         with pytest.raises(exceptions.InvalidArgument):
             sub.modify_push_config(request={"subscription": pulled, "push_config": {"push_endpoint": url}})
         with pytest.raises(exceptions.InvalidArgument):
-            sub.update_subscription(request={
-                "subscription": {"name": pulled, "push_config": {"push_endpoint": url}},
-                "update_mask": field_mask_pb2.FieldMask(paths=["push_config"])})
+            sub.update_subscription(
+                request={
+                    "subscription": {"name": pulled, "push_config": {"push_endpoint": url}},
+                    "update_mask": field_mask_pb2.FieldMask(paths=["push_config"]),
+                }
+            )
     with pytest.raises(exceptions.InvalidArgument, match="http or https URL"):  # urllib's host is 169.254...
-        sub.modify_push_config(request={"subscription": pulled, "push_config": {
-            "push_endpoint": "http://evil\\@169.254.169.254/"}})  # ... and aiohttp's yarl refuses it
+        sub.modify_push_config(
+            request={
+                "subscription": pulled,
+                "push_config": {"push_endpoint": "http://evil\\@169.254.169.254/"},
+            }
+        )  # ... and aiohttp's yarl refuses it
     assert sub.get_subscription(subscription=pulled).push_config.push_endpoint == "", "nothing changed"
     assert list(pub.list_topic_subscriptions(topic=topic)) == [pulled]
 
@@ -96,13 +105,22 @@ def test_public_refuses_loopback_even_behind_a_name_and_keeps_the_messages(
     pub, sub = clients(strict)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
-    for url in (endpoint.url(), f"http://[::1]:{endpoint.port}/push", f"http://0x7f000001:{endpoint.port}/",
-                f"http://10.0.0.1:{endpoint.port}/", f"http://100.64.0.1:{endpoint.port}/"):
+    for url in (
+        endpoint.url(),
+        f"http://[::1]:{endpoint.port}/push",
+        f"http://0x7f000001:{endpoint.port}/",
+        f"http://10.0.0.1:{endpoint.port}/",
+        f"http://100.64.0.1:{endpoint.port}/",
+    ):
         with pytest.raises(exceptions.InvalidArgument) as caught:
-            sub.create_subscription(request={"name": subscription, "topic": topic, "push_config": {"push_endpoint": url}})
+            sub.create_subscription(
+                request={"name": subscription, "topic": topic, "push_config": {"push_endpoint": url}}
+            )
         assert "--push-destinations public" in caught.value.message, caught.value.message
     by_name = f"http://localhost:{endpoint.port}/push"
-    sub.create_subscription(request={"name": subscription, "topic": topic, "push_config": {"push_endpoint": by_name}})
+    sub.create_subscription(
+        request={"name": subscription, "topic": topic, "push_config": {"push_endpoint": by_name}}
+    )
     datas = [f"kept{i}".encode() for i in range(3)]
     for f in [pub.publish(topic, d) for d in datas]:
         f.result(timeout=30)
@@ -115,7 +133,9 @@ def test_public_refuses_loopback_even_behind_a_name_and_keeps_the_messages(
     assert "localhost resolves to 127.0.0.1, which is loopback" in text
     time.sleep(2.0)  # the backoff retries a few times meanwhile: still nothing reaches the endpoint
     assert endpoint.requests == []
-    refusals = [line for line in _log(strict).splitlines() if "refused by the push destination policy" in line]
+    refusals = [
+        line for line in _log(strict).splitlines() if "refused by the push destination policy" in line
+    ]
     assert len(refusals) == 1, "rate-limited: one warning a minute"
     assert strict.terminate() == 0
 
@@ -134,14 +154,21 @@ def test_credentials_in_endpoint_urls_never_reach_the_logs(
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
     url = f"http://pusher:{secret}@127.0.0.1:{endpoint.port}/push?token={token}"
-    sub.create_subscription(request={"name": subscription, "topic": topic, "push_config": {"push_endpoint": url}})
+    sub.create_subscription(
+        request={"name": subscription, "topic": topic, "push_config": {"push_endpoint": url}}
+    )
     pub.publish(topic, b"secretive").result(timeout=30)
     assert endpoint.wait(lambda rs: len(rs) >= 2, 30)
     first: Received = endpoint.requests[0]
     assert first.headers["Authorization"] == "Basic " + base64.b64encode(f"pusher:{secret}".encode()).decode()
-    for bad in (f"ftp://pusher:{secret}@127.0.0.1/?token={token}", f"http://pusher:{secret}@169.254.169.254/"):
+    for bad in (
+        f"ftp://pusher:{secret}@127.0.0.1/?token={token}",
+        f"http://pusher:{secret}@169.254.169.254/",
+    ):
         with pytest.raises(exceptions.InvalidArgument) as caught:
-            sub.modify_push_config(request={"subscription": subscription, "push_config": {"push_endpoint": bad}})
+            sub.modify_push_config(
+                request={"subscription": subscription, "push_config": {"push_endpoint": bad}}
+            )
         assert secret not in caught.value.message and token not in caught.value.message
         assert "***@" in caught.value.message
     masked = f"http://***@127.0.0.1:{endpoint.port}/push?token=***"
@@ -149,4 +176,3 @@ def test_credentials_in_endpoint_urls_never_reach_the_logs(
     assert f"{subscription}: pushing to {masked}" in text
     assert f"{subscription}: push to {masked} failed (HTTP 500)" in text
     assert secret not in text and token not in text
-

@@ -71,13 +71,13 @@ class State:
     def snapshot(self) -> dict[str, set[str]]:
         project = f"projects/{self.project}"
         return {
-            "kafka topics": self.kafka.topics(f"{self.project}.") | self.kafka.topics(f"{self.gw.prefix}_gacks."),
+            "kafka topics": self.kafka.topics(f"{self.project}.")
+            | self.kafka.topics(f"{self.gw.prefix}_gacks."),
             "groups": self.kafka.groups(f"{self.gw.prefix}.{project}/"),
             "topics": {t.name for t in self.pub.list_topics(project=project)},
             "subscriptions": {s.name for s in self.sub.list_subscriptions(project=project)},
             "snapshots": {s.name for s in self.sub.list_snapshots(project=project)},
         }
-
 
     def assert_is(self, expected: dict[str, set[str]], seconds: float = 10.0) -> None:
         """The state is `expected` (Kafka's metadata may take a moment to show a change)."""
@@ -121,8 +121,13 @@ def test_the_partition_bomb_is_refused_and_creates_nothing(
         state.pub.create_topic(request={"name": topic, "labels": {"kafka-topic": wide}}, timeout=30)
     state.assert_is({**before, "kafka topics": before["kafka topics"] | {wide}})
     state.pub.create_topic(request={"name": topic, "labels": {"kafka-partitions": "4"}})  # the limit is fine
-    state.assert_is({**before, "kafka topics": before["kafka topics"] | {wide, gw_names.kafka_topic_for(topic)},
-                     "topics": {topic}})
+    state.assert_is(
+        {
+            **before,
+            "kafka topics": before["kafka topics"] | {wide, gw_names.kafka_topic_for(topic)},
+            "topics": {topic},
+        }
+    )
 
 
 def test_the_default_limit_refuses_the_bomb_of_the_report(
@@ -131,8 +136,10 @@ def test_the_default_limit_refuses_the_bomb_of_the_report(
     state = State(Kafka(kafka_bootstrap), shared_gateway, _project())
     before = state.snapshot()
     with pytest.raises(exceptions.InvalidArgument, match=r"1\.\.64"):
-        state.pub.create_topic(request={"name": _name(state.project, "topics", "bomb"),
-                                        "labels": {"kafka-partitions": "9000"}}, timeout=30)
+        state.pub.create_topic(
+            request={"name": _name(state.project, "topics", "bomb"), "labels": {"kafka-partitions": "9000"}},
+            timeout=30,
+        )
     state.assert_is(before)
 
 
@@ -159,8 +166,14 @@ def test_a_subscription_of_a_topic_over_a_lowered_limit_is_refused(
 def test_quotas_per_project_answer_resource_exhausted_and_change_nothing(
     start_gateway: GatewayFactory, kafka_bootstrap: str
 ) -> None:
-    gw = start_gateway("--max-topics-per-project", "3", "--max-subscriptions-per-project", "3",
-                       "--max-snapshots-per-project", "2")
+    gw = start_gateway(
+        "--max-topics-per-project",
+        "3",
+        "--max-subscriptions-per-project",
+        "3",
+        "--max-snapshots-per-project",
+        "2",
+    )
     project = _project()
     state = State(Kafka(kafka_bootstrap), gw, project)
     pub, sub = state.pub, state.sub
@@ -215,23 +228,36 @@ def test_two_processes_racing_admit_exactly_the_limit_and_leave_nothing_behind(
     subs = [clients(gw)[1] for gw in gws]
 
     def create_topic(i: int) -> str:
-        return _try(lambda: pubs[i % 2].create_topic(request={
-            "name": _name(project, "topics", f"t{i}"), "labels": {"kafka-partitions": "1"}}, timeout=60))
+        return _try(
+            lambda: pubs[i % 2].create_topic(
+                request={"name": _name(project, "topics", f"t{i}"), "labels": {"kafka-partitions": "1"}},
+                timeout=60,
+            )
+        )
 
     with concurrent.futures.ThreadPoolExecutor(10) as pool:
         outcomes = list(pool.map(create_topic, range(10)))
     assert sorted(outcomes) == ["ResourceExhausted"] * 7 + ["ok"] * 3, outcomes
     created = {_name(project, "topics", f"t{i}") for i, o in enumerate(outcomes) if o == "ok"}
     for gw in gws:
-        State(kafka, gw, project).assert_is({
-            "kafka topics": {gw_names.kafka_topic_for(t) for t in created}, "groups": set(),
-            "topics": created, "subscriptions": set(), "snapshots": set()})
+        State(kafka, gw, project).assert_is(
+            {
+                "kafka topics": {gw_names.kafka_topic_for(t) for t in created},
+                "groups": set(),
+                "topics": created,
+                "subscriptions": set(),
+                "snapshots": set(),
+            }
+        )
 
     topic = sorted(created)[0]
 
     def create_subscription(i: int) -> str:
-        return _try(lambda: subs[i % 2].create_subscription(
-            name=_name(project, "subscriptions", f"s{i}"), topic=topic, timeout=60))
+        return _try(
+            lambda: subs[i % 2].create_subscription(
+                name=_name(project, "subscriptions", f"s{i}"), topic=topic, timeout=60
+            )
+        )
 
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         outcomes = list(pool.map(create_subscription, range(8)))
@@ -256,8 +282,9 @@ def test_a_create_failing_at_its_last_step_leaves_nothing_behind(
     before = state.snapshot()
     big = {f"k{i:02d}-" + "x" * 58: "v" * 63 for i in range(40)}  # valid labels, about 5 KB
     with pytest.raises(exceptions.InvalidArgument, match="bytes when stored"):
-        state.sub.create_subscription(request={"name": _name(project, "subscriptions", "s"), "topic": topic,
-                                               "labels": big}, timeout=60)
+        state.sub.create_subscription(
+            request={"name": _name(project, "subscriptions", "s"), "topic": topic, "labels": big}, timeout=60
+        )
     with pytest.raises(exceptions.InvalidArgument, match="bytes when stored"):
         state.pub.create_topic(request={"name": _name(project, "topics", "t2"), "labels": big}, timeout=60)
     state.assert_is(before)
@@ -267,9 +294,14 @@ def test_a_create_failing_at_its_last_step_leaves_nothing_behind(
     for legacy, own in ((f"{project}.legacy-own", {"retention.ms": "3600000"}), (f"{project}.legacy", {})):
         kafka.create_topic(legacy, 1, **own)
         with pytest.raises(exceptions.InvalidArgument, match="bytes when stored"):
-            state.pub.create_topic(request={
-                "name": _name(project, "topics", "t3"), "message_retention_duration": {"seconds": 7200},
-                "labels": {**big, "kafka-topic": legacy}}, timeout=60)
+            state.pub.create_topic(
+                request={
+                    "name": _name(project, "topics", "t3"),
+                    "message_retention_duration": {"seconds": 7200},
+                    "labels": {**big, "kafka-topic": legacy},
+                },
+                timeout=60,
+            )
         assert kafka.overrides(legacy) == own
 
 
@@ -294,9 +326,7 @@ def test_a_lease_log_kafka_refuses_leaves_nothing_behind(
     state.assert_is(before)
 
 
-def test_invalid_labels_are_refused_everywhere(
-    shared_gateway: GatewayProcess, kafka_bootstrap: str
-) -> None:
+def test_invalid_labels_are_refused_everywhere(shared_gateway: GatewayProcess, kafka_bootstrap: str) -> None:
     state = State(Kafka(kafka_bootstrap), shared_gateway, _project())
     pub, sub, project = state.pub, state.sub, state.project
     topic, subscription = _name(project, "topics", "t"), _name(project, "subscriptions", "s")
@@ -306,29 +336,46 @@ def test_invalid_labels_are_refused_everywhere(
     sub.create_snapshot(request={"name": snapshot, "subscription": subscription, "labels": {"team": "a"}})
     before = state.snapshot()
     too_many = {f"k{i}": "v" for i in range(65)}
-    for labels, match in (({"Team": "a"}, "label key 'Team'"), ({"team": "A"}, "value 'A'"),
-                          ({"9lives": "a"}, "label key"), ({"k": "a.b"}, "value 'a.b'"),
-                          (too_many, "Too many labels: 65")):
+    for labels, match in (
+        ({"Team": "a"}, "label key 'Team'"),
+        ({"team": "A"}, "value 'A'"),
+        ({"9lives": "a"}, "label key"),
+        ({"k": "a.b"}, "value 'a.b'"),
+        (too_many, "Too many labels: 65"),
+    ):
         with pytest.raises(exceptions.InvalidArgument, match=match):
             pub.create_topic(request={"name": _name(project, "topics", "t2"), "labels": labels})
         with pytest.raises(exceptions.InvalidArgument, match=match):
-            sub.create_subscription(request={
-                "name": _name(project, "subscriptions", "s2"), "topic": topic, "labels": labels})
+            sub.create_subscription(
+                request={"name": _name(project, "subscriptions", "s2"), "topic": topic, "labels": labels}
+            )
         with pytest.raises(exceptions.InvalidArgument, match=match):
-            sub.create_snapshot(request={
-                "name": _name(project, "snapshots", "n2"), "subscription": subscription, "labels": labels})
+            sub.create_snapshot(
+                request={
+                    "name": _name(project, "snapshots", "n2"),
+                    "subscription": subscription,
+                    "labels": labels,
+                }
+            )
         mask = field_mask_pb2.FieldMask(paths=["labels"])
         with pytest.raises(exceptions.InvalidArgument, match=match):
             pub.update_topic(request={"topic": {"name": topic, "labels": labels}, "update_mask": mask})
         with pytest.raises(exceptions.InvalidArgument, match=match):
-            sub.update_subscription(request={"subscription": {"name": subscription, "labels": labels},
-                                             "update_mask": mask})
+            sub.update_subscription(
+                request={"subscription": {"name": subscription, "labels": labels}, "update_mask": mask}
+            )
         with pytest.raises(exceptions.InvalidArgument, match=match):
-            sub.update_snapshot(request={"snapshot": {"name": snapshot, "labels": labels}, "update_mask": mask})
+            sub.update_snapshot(
+                request={"snapshot": {"name": snapshot, "labels": labels}, "update_mask": mask}
+            )
     state.assert_is(before)
     assert dict(pub.get_topic(topic=topic).labels) == {"team": "a", "kafka-partitions": "1"}
     assert dict(sub.get_subscription(subscription=subscription).labels) == {"team": "a"}
     # International lowercase letters are labels too.
-    updated = sub.update_subscription(request={"subscription": {"name": subscription, "labels": {"команда": "ä"}},
-                                               "update_mask": field_mask_pb2.FieldMask(paths=["labels"])})
+    updated = sub.update_subscription(
+        request={
+            "subscription": {"name": subscription, "labels": {"команда": "ä"}},
+            "update_mask": field_mask_pb2.FieldMask(paths=["labels"]),
+        }
+    )
     assert dict(updated.labels) == {"команда": "ä"}

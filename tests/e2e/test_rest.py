@@ -38,8 +38,14 @@ class Rest:
         quoted = urllib.parse.quote(path, safe="/:~")
         return yarl.URL(f"{self.base}{quoted}" + (f"?{query}" if query else ""), encoded=True)
 
-    async def raw(self, method: str, path: str, data: bytes | io.BytesIO | None = None, query: str = "",
-                  headers: dict[str, str] | None = None) -> tuple[int, Json, aiohttp.ClientResponse]:
+    async def raw(
+        self,
+        method: str,
+        path: str,
+        data: bytes | io.BytesIO | None = None,
+        query: str = "",
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Json, aiohttp.ClientResponse]:
         async with self.session.request(method, self.url(path, query), data=data, headers=headers) as resp:
             text = await resp.read()
             return resp.status, json.loads(text) if text else None, resp
@@ -93,8 +99,9 @@ async def test_full_flow_over_http(shared_gateway: GatewayProcess, names: Callab
         created = await api.ok("PUT", f"/v1/{topic}", {"labels": {"team": "a"}})
         assert created == {"name": topic, "labels": {"team": "a"}, "state": "ACTIVE"}
         assert await api.ok("GET", f"/v1/{topic}") == created
-        patched = await api.ok("PATCH", f"/v1/{topic}",
-                               {"topic": {"labels": {"team": "b"}}, "updateMask": "labels"})
+        patched = await api.ok(
+            "PATCH", f"/v1/{topic}", {"topic": {"labels": {"team": "b"}}, "updateMask": "labels"}
+        )
         assert patched["labels"] == {"team": "b"}
 
         made = await api.ok("PUT", f"/v1/{sub}", {"topic": topic, "ackDeadlineSeconds": 30})
@@ -104,11 +111,17 @@ async def test_full_flow_over_http(shared_gateway: GatewayProcess, names: Callab
         listed = await api.ok("GET", f"/v1/{topic}/subscriptions")
         assert listed == {"subscriptions": [sub]}
 
-        published = await api.ok("POST", f"/v1/{topic}:publish", {"messages": [
-            {"data": b64(b"one"), "attributes": {"k": "v"}},
-            {"data": b64(b"two"), "orderingKey": "key-1"},
-            {"attributes": {"only": "attrs"}},
-        ]})
+        published = await api.ok(
+            "POST",
+            f"/v1/{topic}:publish",
+            {
+                "messages": [
+                    {"data": b64(b"one"), "attributes": {"k": "v"}},
+                    {"data": b64(b"two"), "orderingKey": "key-1"},
+                    {"attributes": {"only": "attrs"}},
+                ]
+            },
+        )
         ids = published["messageIds"]
         assert len(ids) == 3 and all(isinstance(i, str) and i.isdigit() for i in ids)
 
@@ -124,18 +137,27 @@ async def test_full_flow_over_http(shared_gateway: GatewayProcess, names: Callab
         # nack the first message: it comes back; ack everything: nothing is left
         nack_id = by_id[ids[0]]["ackId"]
         await api.ok("POST", f"/v1/{sub}:modifyAckDeadline", {"ackIds": [nack_id], "ackDeadlineSeconds": 0})
-        await api.ok("POST", f"/v1/{sub}:modifyAckDeadline",
-                     {"ackIds": [by_id[ids[1]]["ackId"]], "ackDeadlineSeconds": 60})
+        await api.ok(
+            "POST",
+            f"/v1/{sub}:modifyAckDeadline",
+            {"ackIds": [by_id[ids[1]]["ackId"]], "ackDeadlineSeconds": 60},
+        )
         again = await api.pull(sub, 1)
         assert [m["message"]["messageId"] for m in again] == [ids[0]]
-        assert await api.ok("POST", f"/v1/{sub}:acknowledge",
-                            {"ackIds": [m["ackId"] for m in (*got, *again)]}) == {}
+        assert (
+            await api.ok("POST", f"/v1/{sub}:acknowledge", {"ackIds": [m["ackId"] for m in (*got, *again)]})
+            == {}
+        )
         assert await api.ok("POST", f"/v1/{sub}:pull", {"maxMessages": 10, "returnImmediately": True}) == {}
 
-        patched_sub = await api.ok("PATCH", f"/v1/{sub}", {
-            "subscription": {"ackDeadlineSeconds": 42, "labels": {"x": "y"}},
-            "updateMask": "ackDeadlineSeconds,labels",
-        })
+        patched_sub = await api.ok(
+            "PATCH",
+            f"/v1/{sub}",
+            {
+                "subscription": {"ackDeadlineSeconds": 42, "labels": {"x": "y"}},
+                "updateMask": "ackDeadlineSeconds,labels",
+            },
+        )
         assert patched_sub["ackDeadlineSeconds"] == 42 and patched_sub["labels"] == {"x": "y"}
 
         assert await api.ok("POST", f"/v1/{sub}:detach") == {}
@@ -200,8 +222,11 @@ async def test_json_round_trip_of_topic_and_subscription(
     }
     sub_json = {
         "topic": topic,
-        "pushConfig": {"pushEndpoint": "https://example.com/push", "attributes": {"x-goog-version": "v1"},
-                       "oidcToken": {"serviceAccountEmail": "sa@example.com", "audience": "aud"}},
+        "pushConfig": {
+            "pushEndpoint": "https://example.com/push",
+            "attributes": {"x-goog-version": "v1"},
+            "oidcToken": {"serviceAccountEmail": "sa@example.com", "audience": "aud"},
+        },
         "ackDeadlineSeconds": 20,
         "retainAckedMessages": True,
         "messageRetentionDuration": "3600.500s",
@@ -229,15 +254,19 @@ async def test_json_round_trip_of_topic_and_subscription(
 
         # proto field names are accepted on input; enums by number too
         other = names("subscriptions", "-snake")
-        made = await api.ok("PUT", f"/v1/{other}", {"topic": topic, "ack_deadline_seconds": 15,
-                                                     "push_config": {"push_endpoint": "http://h/p"}})
+        made = await api.ok(
+            "PUT",
+            f"/v1/{other}",
+            {"topic": topic, "ack_deadline_seconds": 15, "push_config": {"push_endpoint": "http://h/p"}},
+        )
         assert made["ackDeadlineSeconds"] == 15 and made["pushConfig"]["pushEndpoint"] == "http://h/p"
         pushed = await api.ok("POST", f"/v1/{other}:modifyPushConfig", {"pushConfig": {}})
         assert pushed == {}
         assert (await api.ok("GET", f"/v1/{other}")).get("pushConfig", {}) == {}
 
-        listed = await api.ok("GET", f"/v1/{topic.rsplit('/topics/', 1)[0]}/subscriptions",
-                              query="pageSize=1000")
+        listed = await api.ok(
+            "GET", f"/v1/{topic.rsplit('/topics/', 1)[0]}/subscriptions", query="pageSize=1000"
+        )
         assert got_sub in listed["subscriptions"]
         assert await api.ok("GET", f"/v1/{topic}/snapshots") == {}  # none yet
         for name in (sub, other, topic, dead):
@@ -253,9 +282,15 @@ async def test_unicode_and_binary_data_round_trip(
         await api.ok("PUT", f"/v1/{topic}")
         await api.ok("PUT", f"/v1/{sub}", {"topic": topic})
         urlsafe = base64.urlsafe_b64encode(payload).decode().rstrip("=")  # both alphabets, no padding
-        await api.ok("POST", f"/v1/{topic}:publish", {"messages": [
-            {"data": urlsafe, "attributes": {"ключ": "värde ✓"}, "ordering_key": "ok"},
-        ]})
+        await api.ok(
+            "POST",
+            f"/v1/{topic}:publish",
+            {
+                "messages": [
+                    {"data": urlsafe, "attributes": {"ключ": "värde ✓"}, "ordering_key": "ok"},
+                ]
+            },
+        )
         [got] = await api.pull(sub, 1)
         assert base64.b64decode(got["message"]["data"]) == payload
         assert got["message"]["attributes"] == {"ключ": "värde ✓"}
@@ -278,9 +313,13 @@ async def test_snapshots_and_seek(shared_gateway: GatewayProcess, names: Callabl
         assert snapshot["expireTime"].endswith("Z")
         assert await api.ok("GET", f"/v1/{snap}") == snapshot
         assert snap in (await api.ok("GET", f"/v1/{topic}/snapshots"))["snapshots"]
-        listed = await api.ok("GET", f"/v1/{snap.rsplit('/snapshots/', 1)[0]}/snapshots", query="pageSize=1000")
+        listed = await api.ok(
+            "GET", f"/v1/{snap.rsplit('/snapshots/', 1)[0]}/snapshots", query="pageSize=1000"
+        )
         assert snapshot in listed["snapshots"]
-        patched = await api.ok("PATCH", f"/v1/{snap}", {"snapshot": {"labels": {"k": "w"}}, "updateMask": "labels"})
+        patched = await api.ok(
+            "PATCH", f"/v1/{snap}", {"snapshot": {"labels": {"k": "w"}}, "updateMask": "labels"}
+        )
         assert patched["labels"] == {"k": "w"}
 
         await api.ok("POST", f"/v1/{sub}:acknowledge", {"ackIds": [m0["ackId"]]})
@@ -314,8 +353,9 @@ async def test_error_envelope_for_each_status(
         assert_error(status, body, 409, "ALREADY_EXISTS", topic)
         status, body = await api.call("GET", "/v1/projects/p/topics/x")
         assert_error(status, body, 400, "INVALID_ARGUMENT", "Invalid resource name")
-        status, body = await api.call("POST", f"/v1/{names('topics', '-gone')}:publish",
-                                      {"messages": [{"data": "eA=="}]})
+        status, body = await api.call(
+            "POST", f"/v1/{names('topics', '-gone')}:publish", {"messages": [{"data": "eA=="}]}
+        )
         assert_error(status, body, 404, "NOT_FOUND")
         status, body = await api.call("PUT", f"/v1/{sub}", {"topic": names("topics", "-gone")})
         assert_error(status, body, 404, "NOT_FOUND")
@@ -333,8 +373,9 @@ async def test_error_envelope_for_each_status(
         assert_error(status, body, 400, "FAILED_PRECONDITION")
         status, body = await api.call("GET", f"/v1/{names('snapshots')}")
         assert_error(status, body, 404, "NOT_FOUND")
-        status, body = await api.call("POST", f"/v1/{sub}:seek",
-                                      {"time": "2024-01-01T00:00:00Z", "snapshot": names("snapshots")})
+        status, body = await api.call(
+            "POST", f"/v1/{sub}:seek", {"time": "2024-01-01T00:00:00Z", "snapshot": names("snapshots")}
+        )
         assert_error(status, body, 400, "INVALID_ARGUMENT", "target")
         await api.ok("DELETE", f"/v1/{sub}")
         await api.ok("DELETE", f"/v1/{topic}")
@@ -353,7 +394,11 @@ BAD_BODIES: list[tuple[str, bytes, str]] = [
     ("data not a string", b'{"messages": [{"data": 5}]}', "base64"),
     ("invalid base64 characters", b'{"messages": [{"data": "a!b?"}]}', "base64"),
     ("invalid base64 length", b'{"messages": [{"data": "abcde"}]}', "base64"),
-    ("attribute value not a string", b'{"messages": [{"data": "eA==", "attributes": {"k": 1}}]}', "attributes"),
+    (
+        "attribute value not a string",
+        b'{"messages": [{"data": "eA==", "attributes": {"k": 1}}]}',
+        "attributes",
+    ),
     ("attributes not a map", b'{"messages": [{"data": "eA==", "attributes": ["k"]}]}', "attributes"),
     ("topic not a string", b'{"topic": 5, "messages": []}', "topic"),
     ("deeply nested", b'{"messages": [' + b"[" * 5000 + b"]" * 5000 + b"]}", ""),
@@ -373,8 +418,9 @@ async def test_bad_publish_bodies_are_refused_without_a_write(
         head, sep, tail = body.partition(b'"messages": [')
         mixed = head + sep + good + (b"" if tail.startswith(b"]") else b", ") + tail if sep else body
         for attempt in {body, mixed}:
-            status, parsed, _ = await api.raw("POST", f"/v1/{topic}:publish", attempt,
-                                              headers={"Content-Type": "application/json"})
+            status, parsed, _ = await api.raw(
+                "POST", f"/v1/{topic}:publish", attempt, headers={"Content-Type": "application/json"}
+            )
             assert_error(status, parsed, 400, "INVALID_ARGUMENT", text)
             assert parsed["error"]["message"].startswith("Invalid JSON payload received."), parsed
         await api.ok("POST", f"/v1/{topic}:publish", {"messages": [{"data": b64(b"after")}]})
@@ -408,7 +454,9 @@ async def test_wrong_field_types(shared_gateway: GatewayProcess, names: Callable
         assert_error(status, body, 404, "NOT_FOUND")
 
 
-async def test_bad_requests_outside_the_body(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+async def test_bad_requests_outside_the_body(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
     topic = names("topics")
     async with rest_api(shared_gateway) as api:
         cases: list[tuple[str, str, str, bytes | None, int, str, str]] = [
@@ -419,11 +467,26 @@ async def test_bad_requests_outside_the_body(shared_gateway: GatewayProcess, nam
             ("POST", f"/v1/{topic}:explode", "", b"{}", 404, "NOT_FOUND", "matches no method"),
             ("GET", "/v1/projects/p/topics", "bogus=1", None, 400, "INVALID_ARGUMENT", "bogus"),
             ("GET", "/v1/projects/p/topics", "pageSize=many", None, 400, "INVALID_ARGUMENT", "page_size"),
-            ("GET", "/v1/projects/p/topics", "pageSize=1&pageSize=2", None, 400, "INVALID_ARGUMENT",
-             "more than once"),
+            (
+                "GET",
+                "/v1/projects/p/topics",
+                "pageSize=1&pageSize=2",
+                None,
+                400,
+                "INVALID_ARGUMENT",
+                "more than once",
+            ),
             ("GET", "/v1/projects/p/topics", "project=projects/q", None, 400, "INVALID_ARGUMENT", "path"),
             ("GET", "/v1/projects/p/topics", "$alt=proto", None, 400, "INVALID_ARGUMENT", "alt"),
-            ("GET", "/v1/projects/p/topics", "prettyPrint=maybe", None, 400, "INVALID_ARGUMENT", "prettyPrint"),
+            (
+                "GET",
+                "/v1/projects/p/topics",
+                "prettyPrint=maybe",
+                None,
+                400,
+                "INVALID_ARGUMENT",
+                "prettyPrint",
+            ),
             ("POST", f"/v1/{topic}:publish", "messages=x", b"{}", 400, "INVALID_ARGUMENT", "messages"),
             ("GET", f"/v1/{topic}", "", b'{"topic": "x"}', 400, "INVALID_ARGUMENT", "no request body"),
         ]
@@ -434,7 +497,9 @@ async def test_bad_requests_outside_the_body(shared_gateway: GatewayProcess, nam
                 assert resp.headers["Allow"].startswith(text.split(": ")[1][:3])
 
 
-async def test_body_over_10_mib_is_refused(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+async def test_body_over_10_mib_is_refused(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
     topic = names("topics")
     async with rest_api(shared_gateway) as api:
         await api.ok("PUT", f"/v1/{topic}")
@@ -445,7 +510,7 @@ async def test_body_over_10_mib_is_refused(shared_gateway: GatewayProcess, names
 
         async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the limit still holds
             for i in range(0, len(big), 1 << 20):
-                yield big[i:i + (1 << 20)]
+                yield big[i : i + (1 << 20)]
 
         async with api.session.post(api.url(f"/v1/{topic}:publish"), data=chunks()) as resp:
             assert_error(resp.status, await resp.json(), 400, "INVALID_ARGUMENT", "10485760 bytes")
@@ -479,8 +544,11 @@ async def test_rest_and_grpc_see_each_others_messages(
         assert (await api.ok("GET", f"/v1/{sub}"))["topic"] == topic
 
         # REST -> gRPC
-        await api.ok("POST", f"/v1/{topic}:publish", {"messages": [
-            {"data": b64(b"from rest"), "attributes": {"via": "http"}, "orderingKey": "k"}]})
+        await api.ok(
+            "POST",
+            f"/v1/{topic}:publish",
+            {"messages": [{"data": b64(b"from rest"), "attributes": {"via": "http"}, "orderingKey": "k"}]},
+        )
         [received] = await asyncio.to_thread(pull_until, sub_client, sub, 1)
         assert received.message.data == b"from rest"
         assert dict(received.message.attributes) == {"via": "http"}

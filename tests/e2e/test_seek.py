@@ -82,12 +82,18 @@ def test_snapshot_administration(shared_gateway: GatewayProcess, names: Callable
     with pytest.raises(exceptions.AlreadyExists):
         sub.create_snapshot(request={"name": snapshot, "subscription": subscription})
     with pytest.raises(exceptions.NotFound):
-        sub.create_snapshot(request={"name": names("snapshots", "-x"), "subscription": names("subscriptions", "-x")})
+        sub.create_snapshot(
+            request={"name": names("snapshots", "-x"), "subscription": names("subscriptions", "-x")}
+        )
     assert sub.get_snapshot(request={"snapshot": snapshot}).topic == topic
     assert snapshot in [s.name for s in sub.list_snapshots(request={"project": "projects/test-project"})]
     assert list(pub.list_topic_snapshots(request={"topic": topic})) == [snapshot]
-    updated = sub.update_snapshot(request={"snapshot": {"name": snapshot, "labels": {"a": "b"}},
-                                           "update_mask": field_mask_pb2.FieldMask(paths=["labels"])})
+    updated = sub.update_snapshot(
+        request={
+            "snapshot": {"name": snapshot, "labels": {"a": "b"}},
+            "update_mask": field_mask_pb2.FieldMask(paths=["labels"]),
+        }
+    )
     assert dict(updated.labels) == {"a": "b"}
     with pytest.raises(exceptions.FailedPrecondition):
         sub.seek(request={"subscription": other_sub, "snapshot": snapshot})

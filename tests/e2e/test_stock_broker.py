@@ -46,8 +46,10 @@ def _config(admin: AdminClient, topic: str) -> dict[str, str]:
 
 
 def _set_config(admin: AdminClient, topic: str, **config: str) -> None:
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
-               for k, v in config.items()]
+    entries = [
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in config.items()
+    ]
     resource = ConfigResource("topic", topic, incremental_configs=entries)
     admin.incremental_alter_configs([resource])[resource].result(30)
 
@@ -120,13 +122,30 @@ def test_internal_topics_are_mended_at_start_or_refused_with_the_command(
     wrong = gw_names.internal_topic(bad, "resources")
     admin.create_topics([NewTopic(wrong, 3, 1)])[wrong].result(30)
     proc = subprocess.run(
-        [sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0",
-         "--kafka-bootstrap", kafka_bootstrap, "--internal-prefix", bad],
-        capture_output=True, text=True, timeout=120, check=False)
+        [
+            sys.executable,
+            "-m",
+            "gateway",
+            "serve",
+            "--port",
+            "0",
+            "--rest-port",
+            "0",
+            "--kafka-bootstrap",
+            kafka_bootstrap,
+            "--internal-prefix",
+            bad,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode != 0
     assert "READY" not in proc.stdout
-    assert re.search(rf"{re.escape(wrong)} has 3 partitions where the gateway needs 1", proc.stderr), \
+    assert re.search(rf"{re.escape(wrong)} has 3 partitions where the gateway needs 1", proc.stderr), (
         proc.stderr[-3000:]
+    )
     assert "kafka-topics.sh --delete" in proc.stderr
 
 
@@ -171,8 +190,9 @@ def test_names_are_reusable_at_once_and_deletes_are_clean(
     prefix = f"{gw.prefix}.{subscription}."
     deadline = time.monotonic() + 30
     while True:
-        left = [g.group_id for g in admin.list_consumer_groups().result(30).valid
-                if g.group_id.startswith(prefix)]
+        left = [
+            g.group_id for g in admin.list_consumer_groups().result(30).valid if g.group_id.startswith(prefix)
+        ]
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.5)

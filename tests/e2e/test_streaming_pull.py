@@ -27,9 +27,9 @@ def _gapic(gw: GatewayProcess) -> SubscriberGapic:
     return SubscriberGapic(transport=SubscriberGrpcTransport(channel=grpc.insecure_channel(gw.address)))
 
 
-def _topic_and_sub(gw: GatewayProcess, names: Callable[[str], str], **fields: object) -> tuple[
-    pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str
-]:
+def _topic_and_sub(
+    gw: GatewayProcess, names: Callable[[str], str], **fields: object
+) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
     pub, sub = clients(gw)
     topic, subscription = names("topics"), names("subscriptions")
     pub.create_topic(name=topic)
@@ -37,8 +37,14 @@ def _topic_and_sub(gw: GatewayProcess, names: Callable[[str], str], **fields: ob
     return pub, sub, topic, subscription
 
 
-def _collect(sub: pubsub_v1.SubscriberClient, subscription: str, n: int, timeout: float,
-             flow: pubsub_v1.types.FlowControl | None = None, delay: float = 0.0) -> tuple[list[bytes], int]:
+def _collect(
+    sub: pubsub_v1.SubscriberClient,
+    subscription: str,
+    n: int,
+    timeout: float,
+    flow: pubsub_v1.types.FlowControl | None = None,
+    delay: float = 0.0,
+) -> tuple[list[bytes], int]:
     got: list[bytes] = []
     lock = threading.Lock()
     done = threading.Event()
@@ -64,7 +70,9 @@ def _collect(sub: pubsub_v1.SubscriberClient, subscription: str, n: int, timeout
     return got, active[1]
 
 
-def test_subscriber_receives_every_message(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+def test_subscriber_receives_every_message(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
     pub, sub, topic, subscription = _topic_and_sub(shared_gateway, names)
     n = 2000
     for f in [pub.publish(topic, f"m{i}".encode()) for i in range(n)]:
@@ -73,19 +81,22 @@ def test_subscriber_receives_every_message(shared_gateway: GatewayProcess, names
     assert sorted(got) == sorted(f"m{i}".encode() for i in range(n))
 
 
-def test_subscriber_with_tight_flow_control(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+def test_subscriber_with_tight_flow_control(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
     pub, sub, topic, subscription = _topic_and_sub(shared_gateway, names)
     for f in [pub.publish(topic, f"m{i}".encode()) for i in range(60)]:
         f.result(timeout=60)
-    got, most = _collect(sub, subscription, 60, timeout=60,
-                         flow=pubsub_v1.types.FlowControl(max_messages=3), delay=0.02)
+    got, most = _collect(
+        sub, subscription, 60, timeout=60, flow=pubsub_v1.types.FlowControl(max_messages=3), delay=0.02
+    )
     assert sorted(got) == sorted(f"m{i}".encode() for i in range(60))
     assert most <= 3
 
 
-def _requests(first: types.StreamingPullRequest, later: queue.Queue[types.StreamingPullRequest | None]) -> Iterator[
-    types.StreamingPullRequest
-]:
+def _requests(
+    first: types.StreamingPullRequest, later: queue.Queue[types.StreamingPullRequest | None]
+) -> Iterator[types.StreamingPullRequest]:
     yield first
     while (item := later.get()) is not None:
         yield item
@@ -98,8 +109,12 @@ def test_server_side_flow_control_and_heartbeats(
     for f in [pub.publish(topic, f"m{i}".encode()) for i in range(10)]:
         f.result(timeout=60)
     later: queue.Queue[types.StreamingPullRequest | None] = queue.Queue()
-    first = types.StreamingPullRequest(subscription=subscription, stream_ack_deadline_seconds=60,
-                                       max_outstanding_messages=3, protocol_version=1)
+    first = types.StreamingPullRequest(
+        subscription=subscription,
+        stream_ack_deadline_seconds=60,
+        max_outstanding_messages=3,
+        protocol_version=1,
+    )
     stream = _gapic(shared_gateway).streaming_pull(requests=_requests(first, later), timeout=60)
     received: list[types.ReceivedMessage] = []
     resp = next(stream)

@@ -121,8 +121,11 @@ def _stream(channel: grpc.Channel, requests: queue.Queue[bytes | None]) -> Itera
         while (item := requests.get()) is not None:
             yield item
 
-    call = channel.stream_stream("/google.pubsub.v1.Subscriber/StreamingPull",
-                                 request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    call = channel.stream_stream(
+        "/google.pubsub.v1.Subscriber/StreamingPull",
+        request_serializer=lambda b: b,
+        response_deserializer=lambda b: b,
+    )
     return call(gen(), timeout=30)  # type: ignore[no-any-return]
 
 
@@ -131,8 +134,9 @@ def test_undecodable_streaming_pull_requests_end_the_stream_with_invalid_argumen
 ) -> None:
     topic, subscription = _topic_and_subscription(gw, names)
     channel = grpc.insecure_channel(gw.address)
-    first = types.StreamingPullRequest.serialize(types.StreamingPullRequest(
-        subscription=subscription, stream_ack_deadline_seconds=60))
+    first = types.StreamingPullRequest.serialize(
+        types.StreamingPullRequest(subscription=subscription, stream_ack_deadline_seconds=60)
+    )
     with clean_log(gw):
         for opening in ([b"\xff\xff"], [first, b"\x0a\x03\xff\xfe\xfd"], [first, b"\x0a\x7f"]):
             requests: queue.Queue[bytes | None] = queue.Queue()
@@ -185,8 +189,9 @@ def test_megabyte_names_over_grpc_are_invalid_argument_with_a_short_message(
 # -- REST ---------------------------------------------------------------------------------------
 
 
-async def _post(session: aiohttp.ClientSession, url: str, body: bytes,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, object]]:
+async def _post(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, object]]:
     async with session.post(url, data=body, headers=headers or {}) as resp:
         return resp.status, json.loads(await resp.read())
 
@@ -220,20 +225,24 @@ async def test_rest_bodies_that_are_not_what_their_encoding_says(
             assert time.monotonic() - started < 10
     _only_later_messages_arrive(gw, topic, subscription)
     async with aiohttp.ClientSession() as session:  # a real gzip body still publishes
-        status, body = await _post(session, url, gzip.compress(b'{"messages": [{"data": "Z3ppcA=="}]}'),
-                                   {"Content-Encoding": "gzip"})
+        status, body = await _post(
+            session, url, gzip.compress(b'{"messages": [{"data": "Z3ppcA=="}]}'), {"Content-Encoding": "gzip"}
+        )
         assert status == 200, body
     _, sub = clients(gw)
     assert [m.message.data for m in pull_until(sub, subscription, 1)] == [b"gzip"]
 
 
-@pytest.mark.parametrize("body", [
-    b'{"messages": [{"data": "eA=="}, {"data": "eA==", "attributes": {"\\ud800": "v"}}]}',
-    b'{"messages": [{"data": "eA=="}, {"data": "eA==", "attributes": {"k": "\\udfff"}}]}',
-    b'{"messages": [{"data": "eA=="}, {"data": "eA==", "orderingKey": "\\ud800"}]}',
-    b'{"messages": [{"data": "eA=="}, {"data": "eA==", "attributes": {"k": "v\\xff"}}]}',
-    b'{"messages": [{"data": "eA=="}, {"data": "eA==", "attributes": {"k": "\xff"}}]}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"messages": [{"data": "eA=="}, {"data": "eA==", "attributes": {"\\ud800": "v"}}]}',
+        b'{"messages": [{"data": "eA=="}, {"data": "eA==", "attributes": {"k": "\\udfff"}}]}',
+        b'{"messages": [{"data": "eA=="}, {"data": "eA==", "orderingKey": "\\ud800"}]}',
+        b'{"messages": [{"data": "eA=="}, {"data": "eA==", "attributes": {"k": "v\\xff"}}]}',
+        b'{"messages": [{"data": "eA=="}, {"data": "eA==", "attributes": {"k": "\xff"}}]}',
+    ],
+)
 async def test_rest_strings_that_are_not_unicode(
     gw: GatewayProcess, names: Callable[[str], str], body: bytes
 ) -> None:
@@ -254,7 +263,9 @@ async def test_rest_megabyte_names(gw: GatewayProcess, names: Callable[[str], st
             async with session.put(f"{base}/{names('subscriptions')}", data=body) as resp:
                 parsed = await resp.json()
             _invalid(resp.status, parsed, "Invalid resource name given")
-            assert len(json.dumps(parsed)) < 700 and f"({len(topic)} characters)" in parsed["error"]["message"]
+            assert (
+                len(json.dumps(parsed)) < 700 and f"({len(topic)} characters)" in parsed["error"]["message"]
+            )
             async with session.get(f"{base}/{topic}") as resp:  # a request line past 8 KiB
                 assert resp.status == 400
                 await resp.read()
@@ -272,8 +283,10 @@ def _exchange(address: str, data: bytes, timeout: float = 10.0) -> bytes:
 
 async def test_rest_malformed_chunked_body(gw: GatewayProcess, names: Callable[[str], str]) -> None:
     topic = names("topics")
-    request = (f"POST /v1/{topic}:publish HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-               "Connection: close\r\n\r\nzz\r\n{}\r\n0\r\n\r\n").encode()
+    request = (
+        f"POST /v1/{topic}:publish HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+        "Connection: close\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
+    ).encode()
     with clean_log(gw):
         answer = await asyncio.to_thread(_exchange, gw.rest_address, request)
     assert answer.split(b"\r\n")[0].endswith(b" 400 Bad Request"), answer[:200]

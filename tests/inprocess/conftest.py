@@ -59,17 +59,24 @@ class InProcessGateway:
     def clients(self) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient]:
         """The official clients on plain channels to this gateway (as PUBSUB_EMULATOR_HOST makes)."""
         publisher = pubsub_v1.PublisherClient(
-            transport=PublisherGrpcTransport(channel=grpc.insecure_channel(self.address)))
+            transport=PublisherGrpcTransport(channel=grpc.insecure_channel(self.address))
+        )
         subscriber = pubsub_v1.SubscriberClient(
-            transport=SubscriberGrpcTransport(channel=grpc.insecure_channel(self.address)))
+            transport=SubscriberGrpcTransport(channel=grpc.insecure_channel(self.address))
+        )
         return publisher, subscriber
 
 
 def settings_for(bootstrap: str, prefix: str, **overrides: Any) -> Settings:
     """What tests/gateways.py gives its gateway processes, for an in-process one."""
     base: dict[str, Any] = {
-        "port": 0, "rest_port": 0, "kafka_bootstrap": bootstrap, "internal_prefix": prefix,
-        "session_timeout_ms": 6000, "checkpoint_interval_seconds": 0.5, "pull_max_wait_seconds": 2.0,
+        "port": 0,
+        "rest_port": 0,
+        "kafka_bootstrap": bootstrap,
+        "internal_prefix": prefix,
+        "session_timeout_ms": 6000,
+        "checkpoint_interval_seconds": 0.5,
+        "pull_max_wait_seconds": 2.0,
     }
     return Settings(**{**base, **overrides})
 

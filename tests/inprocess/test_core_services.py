@@ -123,7 +123,9 @@ def test_ordered_delivery_holds_a_key_until_its_message_is_acked(gw: InProcessGa
 
 def test_a_second_gateway_follows_the_resource_store(gw: InProcessGateway, names: Names) -> None:
     """Resources live in a compacted topic: another process with the same prefix serves them."""
-    other = InProcessGateway(settings_for(gw.settings.kafka_bootstrap or "", gw.settings.internal_prefix)).start()
+    other = InProcessGateway(
+        settings_for(gw.settings.kafka_bootstrap or "", gw.settings.internal_prefix)
+    ).start()
     try:
         topic, sub = _setup(gw, names)
         deadline = time.monotonic() + 10

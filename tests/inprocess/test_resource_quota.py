@@ -32,16 +32,31 @@ def _record(name: str, create: bool = True) -> bytes:
 
 def _feed(store: ResourceStore, *records: tuple[int, str, bool | None]) -> None:
     """(offset, name, create) records; create None is a deletion (a tombstone)."""
-    store._follower.apply_batch([("resources", 0, offset, f"topic/{name}".encode(),
-                                  None if create is None else _record(name, create))
-                                 for offset, name, create in records])
+    store._follower.apply_batch(
+        [
+            (
+                "resources",
+                0,
+                offset,
+                f"topic/{name}".encode(),
+                None if create is None else _record(name, create),
+            )
+            for offset, name, create in records
+        ]
+    )
 
 
 def test_count_per_project_and_before_an_offset() -> None:
     store = _store()
     t = "projects/p/topics/"
-    _feed(store, (0, t + "a", True), (1, "projects/q/topics/x", True), (2, t + "b", True),
-          (3, t + "a", False), (4, t + "c", True))  # an update keeps a's place in the order
+    _feed(
+        store,
+        (0, t + "a", True),
+        (1, "projects/q/topics/x", True),
+        (2, t + "b", True),
+        (3, t + "a", False),
+        (4, t + "c", True),
+    )  # an update keeps a's place in the order
     assert store.count("topic", t) == 3
     assert store.count("topic", "projects/q/topics/") == 1
     assert store.count("topic", t, before=2) == 1

@@ -88,8 +88,12 @@ def test_streaming_pull_with_the_official_subscriber(gw: InProcessGateway, names
 
 def _http(gw: InProcessGateway, method: str, path: str, body: object | None = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://{gw.rest_address}/v1/{path}", data=data, method=method,
-                                     headers={"content-type": "application/json"})
+    request = urllib.request.Request(
+        f"http://{gw.rest_address}/v1/{path}",
+        data=data,
+        method=method,
+        headers={"content-type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as resp:
             return resp.status, json.loads(resp.read() or b"{}")

@@ -26,8 +26,21 @@ pytestmark = pytest.mark.integration
 def quick(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("bench") / "quick.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--out", str(out), "--kafka-bootstrap", kafka_bootstrap],
-        capture_output=True, text=True, timeout=400, check=False, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--quick",
+            "--out",
+            str(out),
+            "--kafka-bootstrap",
+            kafka_bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     data: dict[str, Any] = json.loads(out.read_text())

@@ -43,9 +43,23 @@ def _serve(tmp_path: Path, started: list[Served], *extra: str) -> Served:
     log = tmp_path / "gateway.log"
     with open(log, "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0",
-             "--kafka-data-dir", str(tmp_path / "kafka"), "--kafka-heap-mb", "256", *extra],
-            stdout=subprocess.PIPE, stderr=err,
+            [
+                sys.executable,
+                "-m",
+                "gateway",
+                "serve",
+                "--port",
+                "0",
+                "--rest-port",
+                "0",
+                "--kafka-data-dir",
+                str(tmp_path / "kafka"),
+                "--kafka-heap-mb",
+                "256",
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
         )
     served = Served(proc, log, "", "")
     started.append(served)
@@ -80,8 +94,9 @@ def _kill_broker(served: Served) -> int:
 
 
 def _serves_metadata(bootstrap: str) -> bool:
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
-                         "socket.connection.setup.timeout.ms": 2000})
+    admin = AdminClient(
+        {"bootstrap.servers": bootstrap, "log_level": 0, "socket.connection.setup.timeout.ms": 2000}
+    )
     try:
         admin.list_topics(timeout=3)
     except KafkaException:
@@ -132,6 +147,7 @@ def test_past_its_restart_budget_the_gateway_exits_3(tmp_path: Path, serve: list
     text = served.log.read_text()
     assert code == 3, text[-3000:]
     log = tmp_path / "kafka" / "broker.log"
-    assert f"pubsub-gateway: the embedded Kafka broker died and could not be restarted; see {log}" \
-        in text, text[-3000:]
+    assert f"pubsub-gateway: the embedded Kafka broker died and could not be restarted; see {log}" in text, (
+        text[-3000:]
+    )
     assert not _broker_pids(served.proc.pid)

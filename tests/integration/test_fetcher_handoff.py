@@ -119,9 +119,12 @@ def test_last_seek_and_commit_requested_from_other_threads_win(kafka_bootstrap: 
     try:
         with listener.cond:
             assert listener.cond.wait_for(lambda: len(listener.owned) == PARTITIONS, WAIT), (
-                f"the fetcher owns {listener.owned} after {WAIT} s")
-        threads = [threading.Thread(target=hammer, args=("seek", final_seek), name="seeker"),
-                   threading.Thread(target=hammer, args=("commit", final_commit), name="committer")]
+                f"the fetcher owns {listener.owned} after {WAIT} s"
+            )
+        threads = [
+            threading.Thread(target=hammer, args=("seek", final_seek), name="seeker"),
+            threading.Thread(target=hammer, args=("commit", final_commit), name="committer"),
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -135,8 +138,10 @@ def test_last_seek_and_commit_requested_from_other_threads_win(kafka_bootstrap: 
             since = {p: (v[:3], len(v)) for p, v in listener.since_seek.items()}
             seeked = dict(listener.seeked)
             callers = set(listener.threads)
-        assert settled, f"wanted each partition from {final_seek} to {RECORDS}; since the last " \
-                        f"on_seeked: (first offsets, count) {since}"
+        assert settled, (
+            f"wanted each partition from {final_seek} to {RECORDS}; since the last "
+            f"on_seeked: (first offsets, count) {since}"
+        )
         assert all(n >= 1 for n in seeked.values()), seeked
         assert len(callers) == 1 and next(iter(callers)).startswith("fetch-"), callers
 

@@ -41,13 +41,15 @@ def _produce(bootstrap: str, topic: str, value: bytes) -> None:
 
 
 def _consume_one(bootstrap: str, topic: str) -> bytes:
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": f"test-{uuid.uuid4().hex}",
-        "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000,  # Kafka's default minimum
-        "heartbeat.interval.ms": 1000,
-    })
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,  # Kafka's default minimum
+            "heartbeat.interval.ms": 1000,
+        }
+    )
     try:
         consumer.subscribe([topic])
         for _ in range(60):

@@ -21,9 +21,21 @@ pytestmark = pytest.mark.integration
 def test_push_bench_quick_delivers_every_message(kafka_bootstrap: str, tmp_path: Path) -> None:
     out = tmp_path / "push.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.push_bench", "--quick", "--out", str(out),
-         "--kafka-bootstrap", kafka_bootstrap],
-        capture_output=True, text=True, timeout=280, check=False, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.push_bench",
+            "--quick",
+            "--out",
+            str(out),
+            "--kafka-bootstrap",
+            kafka_bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     rows = {r["case"]: r for r in json.loads(out.read_text())["rows"]}
@@ -37,5 +49,7 @@ def test_push_bench_quick_delivers_every_message(kafka_bootstrap: str, tmp_path:
     for case in ("acks at once", "fails 20%"):
         assert rows[case]["gateway_cpu_us_per_msg"] > 0, rows[case]
     for case in ("acks at once", "fails 20%", "bare aiohttp ClientSession"):
-        assert rows[case]["x_bare"] == round(rows[case]["msgs_per_s"] / rows["bare push client"]["msgs_per_s"], 2)
+        assert rows[case]["x_bare"] == round(
+            rows[case]["msgs_per_s"] / rows["bare push client"]["msgs_per_s"], 2
+        )
     assert rows["fails 20%"]["requests_per_message"] > 1.0

@@ -110,7 +110,9 @@ def refused(call: Callable[[], object], *words: str) -> str:
 
 
 def test_the_gateway_serves_everything_with_exactly_the_minimal_acl_set(
-    kafka: LocalKafka, granted: list[acls.Grant], gateway: GatewayProcess,
+    kafka: LocalKafka,
+    granted: list[acls.Grant],
+    gateway: GatewayProcess,
 ) -> None:
     assert acls_of(kafka, PRINCIPAL) == expected(granted)  # nothing more, nothing on the cluster
     assert not any(g.resource == acls.CLUSTER for g in granted)
@@ -119,13 +121,22 @@ def test_the_gateway_serves_everything_with_exactly_the_minimal_acl_set(
     plain, eod, lettered, dead_sub = (_name("subscriptions") for _ in range(4))
     pub.create_topic(name=topic)
     pub.create_topic(name=dead)
-    pub.update_topic(request={"topic": {"name": topic, "message_retention_duration": {"seconds": 3600}},
-                              "update_mask": {"paths": ["message_retention_duration"]}})
+    pub.update_topic(
+        request={
+            "topic": {"name": topic, "message_retention_duration": {"seconds": 3600}},
+            "update_mask": {"paths": ["message_retention_duration"]},
+        }
+    )
     sub.create_subscription(name=plain, topic=topic)
     sub.create_subscription(request={"name": eod, "topic": topic, "enable_exactly_once_delivery": True})
-    sub.create_subscription(request={"name": lettered, "topic": topic, "ack_deadline_seconds": 10,
-                                     "dead_letter_policy": {"dead_letter_topic": dead,
-                                                            "max_delivery_attempts": 5}})
+    sub.create_subscription(
+        request={
+            "name": lettered,
+            "topic": topic,
+            "ack_deadline_seconds": 10,
+            "dead_letter_policy": {"dead_letter_topic": dead, "max_delivery_attempts": 5},
+        }
+    )
     sub.create_subscription(name=dead_sub, topic=dead)
     for i in range(3):
         pub.publish(topic, f"m{i}".encode(), n=str(i)).result(timeout=30)
@@ -145,8 +156,9 @@ def test_the_gateway_serves_everything_with_exactly_the_minimal_acl_set(
     for attempt in range(5):
         got = pull_until(sub, lettered, 3)
         assert len(got) == 3, f"{len(got)} of 3 redelivered after {attempt} nacks"
-        sub.modify_ack_deadline(subscription=lettered, ack_ids=[m.ack_id for m in got],
-                                ack_deadline_seconds=0)
+        sub.modify_ack_deadline(
+            subscription=lettered, ack_ids=[m.ack_id for m in got], ack_deadline_seconds=0
+        )
     letters = pull_until(sub, dead_sub, 3)
     assert sorted(m.message.data for m in letters) == [b"m0", b"m1", b"m2"]
     sub.acknowledge(subscription=dead_sub, ack_ids=[m.ack_id for m in letters])
@@ -163,7 +175,8 @@ def test_the_gateway_serves_everything_with_exactly_the_minimal_acl_set(
 
 
 def test_creating_a_topic_without_create_on_the_project_prefix(
-    kafka: LocalKafka, gateway: GatewayProcess,
+    kafka: LocalKafka,
+    gateway: GatewayProcess,
 ) -> None:
     pub, _ = clients(gateway)
     topic = _name("topics")
@@ -174,7 +187,8 @@ def test_creating_a_topic_without_create_on_the_project_prefix(
 
 
 def test_creating_a_topic_without_describe_on_the_project_prefix(
-    kafka: LocalKafka, gateway: GatewayProcess,
+    kafka: LocalKafka,
+    gateway: GatewayProcess,
 ) -> None:
     pub, _ = clients(gateway)
     topic = _name("topics")
@@ -195,8 +209,13 @@ def test_publishing_without_write_on_the_topic(kafka: LocalKafka, gateway: Gatew
     again(lambda: pub.publish(topic, b"x").result(timeout=30))
 
 
-def _subscribed(gateway: GatewayProcess, **extra: object) -> tuple[
-    pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str,
+def _subscribed(
+    gateway: GatewayProcess, **extra: object
+) -> tuple[
+    pubsub_v1.PublisherClient,
+    pubsub_v1.SubscriberClient,
+    str,
+    str,
 ]:
     pub, sub = clients(gateway)
     topic, subscription = _name("topics"), _name("subscriptions")
@@ -210,8 +229,10 @@ def test_pulling_without_read_on_the_topic(kafka: LocalKafka, gateway: GatewayPr
     _, sub, topic, subscription = _subscribed(gateway)
     kafka_topic = gw_names.kafka_topic_for(topic)
     with without(kafka, acls.TOPIC, f"{PROJECT}.", "READ"):
-        refused(lambda: sub.pull(subscription=subscription, max_messages=1, timeout=FAST),
-                f"READ on topic {kafka_topic}")
+        refused(
+            lambda: sub.pull(subscription=subscription, max_messages=1, timeout=FAST),
+            f"READ on topic {kafka_topic}",
+        )
     assert [m.message.data for m in again(lambda: pull_until(sub, subscription, 1))] == [b"hello"]
 
 
@@ -219,91 +240,130 @@ def test_pulling_without_read_on_the_group(kafka: LocalKafka, gateway: GatewayPr
     _, sub, topic, subscription = _subscribed(gateway)
     group = f"{PREFIX}.{subscription}."
     with without(kafka, acls.GROUP, f"{PREFIX}.", "READ"):
-        refused(lambda: sub.pull(subscription=subscription, max_messages=1, timeout=FAST),
-                f"READ on group {group}")
+        refused(
+            lambda: sub.pull(subscription=subscription, max_messages=1, timeout=FAST),
+            f"READ on group {group}",
+        )
         # The streaming subscriber ends with it too, instead of reconnecting for ever.
         future = sub.subscribe(subscription, lambda m: m.ack())
         refused(lambda: future.result(timeout=FAST), f"READ on group {group}")
         # A new subscription cannot be made: its group's offsets are set at creation.
-        refused(lambda: sub.create_subscription(name=_name("subscriptions"), topic=topic),
-                "READ on group")
+        refused(lambda: sub.create_subscription(name=_name("subscriptions"), topic=topic), "READ on group")
     assert [m.message.data for m in again(lambda: pull_until(sub, subscription, 1))] == [b"hello"]
 
 
 def test_dead_lettering_without_write_on_the_transactional_ids(
-    kafka: LocalKafka, gateway: GatewayProcess,
+    kafka: LocalKafka,
+    gateway: GatewayProcess,
 ) -> None:
     pub, sub = clients(gateway)
     dead, dead_sub = _name("topics"), _name("subscriptions")
     pub.create_topic(name=dead)
     sub.create_subscription(name=dead_sub, topic=dead)
-    _, sub, _, subscription = _subscribed(gateway, dead_letter_policy={
-        "dead_letter_topic": dead, "max_delivery_attempts": 5})
+    _, sub, _, subscription = _subscribed(
+        gateway, dead_letter_policy={"dead_letter_topic": dead, "max_delivery_attempts": 5}
+    )
     with without(kafka, acls.TRANSACTIONAL_ID, f"{PREFIX}.", "WRITE"):
         for _ in range(5):  # the fifth nack makes it a dead letter
             got = pull_until(sub, subscription, 1)
             assert got
-            sub.modify_ack_deadline(subscription=subscription, ack_ids=[got[0].ack_id],
-                                    ack_deadline_seconds=0)
-        refused(lambda: sub.pull(subscription=subscription, max_messages=1, timeout=FAST),
-                f"WRITE on transactional-id {PREFIX}.{PREFIX}_gacks.")
+            sub.modify_ack_deadline(
+                subscription=subscription, ack_ids=[got[0].ack_id], ack_deadline_seconds=0
+            )
+        refused(
+            lambda: sub.pull(subscription=subscription, max_messages=1, timeout=FAST),
+            f"WRITE on transactional-id {PREFIX}.{PREFIX}_gacks.",
+        )
     # With the ACL back, the next try (within 5 s) dead-letters it and pulls work again.
     assert [m.message.data for m in pull_until(sub, dead_sub, 1)] == [b"hello"]
-    assert again(lambda: sub.pull(subscription=subscription, max_messages=1, timeout=30)
-                 ).received_messages == []
+    assert (
+        again(lambda: sub.pull(subscription=subscription, max_messages=1, timeout=30)).received_messages == []
+    )
 
 
 def test_acknowledging_without_write_on_the_internal_topics(
-    kafka: LocalKafka, gateway: GatewayProcess,
+    kafka: LocalKafka,
+    gateway: GatewayProcess,
 ) -> None:
     _, sub, topic, subscription = _subscribed(gateway)
     got = pull_until(sub, subscription, 1)
     log_topic = f"{PREFIX}_gacks."
     with without(kafka, acls.TOPIC, f"{PREFIX}_g", "WRITE"):
-        refused(lambda: sub.acknowledge(subscription=subscription, ack_ids=[got[0].ack_id]),
-                f"WRITE on topic {log_topic}")
-        refused(lambda: sub.create_subscription(name=_name("subscriptions"), topic=topic),
-                "WRITE on topic")
+        refused(
+            lambda: sub.acknowledge(subscription=subscription, ack_ids=[got[0].ack_id]),
+            f"WRITE on topic {log_topic}",
+        )
+        refused(lambda: sub.create_subscription(name=_name("subscriptions"), topic=topic), "WRITE on topic")
     again(lambda: sub.acknowledge(subscription=subscription, ack_ids=[got[0].ack_id]))
 
 
 def test_pulling_without_read_on_the_internal_topics(kafka: LocalKafka, gateway: GatewayProcess) -> None:
     _, sub, _, subscription = _subscribed(gateway)
     with without(kafka, acls.TOPIC, f"{PREFIX}_g", "READ"):  # the lease/ack log cannot be read
-        refused(lambda: sub.pull(subscription=subscription, max_messages=1, timeout=FAST),
-                f"READ on topic {PREFIX}_gacks.")
+        refused(
+            lambda: sub.pull(subscription=subscription, max_messages=1, timeout=FAST),
+            f"READ on topic {PREFIX}_gacks.",
+        )
     assert [m.message.data for m in again(lambda: pull_until(sub, subscription, 1))] == [b"hello"]
 
 
 # ----------------------------------------------------------------------------- start-up
 
 
-def _serve(kafka: LocalKafka, prefix: str, log_dir: Path, password: str = PASSWORD,
-           ) -> tuple[int, str, str]:
+def _serve(
+    kafka: LocalKafka,
+    prefix: str,
+    log_dir: Path,
+    password: str = PASSWORD,
+) -> tuple[int, str, str]:
     """Run `pubsub-gateway serve` expecting it not to start: (exit status, stdout, its log)."""
-    cmd = [sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0",
-           "--kafka-bootstrap", kafka.bootstrap, "--internal-prefix", prefix,
-           *kafka_config_args(kafka, USER, password)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gateway",
+        "serve",
+        "--port",
+        "0",
+        "--rest-port",
+        "0",
+        "--kafka-bootstrap",
+        kafka.bootstrap,
+        "--internal-prefix",
+        prefix,
+        *kafka_config_args(kafka, USER, password),
+    ]
     log_path = log_dir / f"refused-{prefix}.log"
     with open(log_path, "w") as log:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True, timeout=60, check=False)
     return proc.returncode, proc.stdout, log_path.read_text()
 
 
-@pytest.mark.parametrize(("resource", "operation", "expected"), [
-    (acls.TOPIC, "READ", "READ on topic {prefix}_gresources"),
-    (acls.TOPIC, "CREATE", "CREATE on topic {prefix}_gresources"),
-    (acls.GROUP, "READ", "READ on group {prefix}.janitor"),
-])
+@pytest.mark.parametrize(
+    ("resource", "operation", "expected"),
+    [
+        (acls.TOPIC, "READ", "READ on topic {prefix}_gresources"),
+        (acls.TOPIC, "CREATE", "CREATE on topic {prefix}_gresources"),
+        (acls.GROUP, "READ", "READ on group {prefix}.janitor"),
+    ],
+)
 def test_the_gateway_refuses_to_start_without_its_own_acls(
-    kafka: LocalKafka, log_dir: Path, resource: str, operation: str, expected: str,
+    kafka: LocalKafka,
+    log_dir: Path,
+    resource: str,
+    operation: str,
+    expected: str,
 ) -> None:
     """A gateway of its own prefix, given the ACL set of that prefix less one operation (no
     project: start-up needs none)."""
     prefix = f"__gw{uuid.uuid4().hex[:6]}"
-    grants = [g if g.resource != resource else acls.Grant(
-        g.resource, g.name, g.prefixed, tuple(op for op in g.operations if op != operation), g.purpose)
-        for g in acls.gateway_grants(prefix)]
+    grants = [
+        g
+        if g.resource != resource
+        else acls.Grant(
+            g.resource, g.name, g.prefixed, tuple(op for op in g.operations if op != operation), g.purpose
+        )
+        for g in acls.gateway_grants(prefix)
+    ]
     grant(kafka, PRINCIPAL, grants)
     try:
         started = time.monotonic()

@@ -30,9 +30,20 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
     log = tmp_path / "serve.log"
     with open(log, "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0",
-             "--kafka-heap-mb", "256"],
-            stdout=subprocess.PIPE, stderr=err,
+            [
+                sys.executable,
+                "-m",
+                "gateway",
+                "serve",
+                "--port",
+                "0",
+                "--rest-port",
+                "0",
+                "--kafka-heap-mb",
+                "256",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
         )
     address = _await_ready(proc, log)
     assert address.startswith("127.0.0.1:")

@@ -48,8 +48,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
     # Spark 4.0.0 keeps an `artifacts` directory in the JVM's working directory (SPARK-52396):
     # start the JVM elsewhere so that no run, however it ends, leaves one in the repository.
     with _cwd(tmp_path_factory.mktemp("spark-cwd")):
-        session = (connector.builder("pubsub-gateway-tests", "local[2]", "1g")
-                   .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        session = (
+            connector.builder("pubsub-gateway-tests", "local[2]", "1g")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

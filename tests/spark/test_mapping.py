@@ -19,15 +19,21 @@ from tests.spark.conftest import SPARK_WARNINGS
 
 pytestmark = SPARK_WARNINGS
 
-KAFKA_SCHEMA = T.StructType([
-    T.StructField("key", T.BinaryType()),
-    T.StructField("value", T.BinaryType()),
-    T.StructField("partition", T.IntegerType()),
-    T.StructField("offset", T.LongType()),
-    T.StructField("timestamp", T.TimestampType()),
-    T.StructField("headers", T.ArrayType(T.StructType([
-        T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())]))),
-])
+KAFKA_SCHEMA = T.StructType(
+    [
+        T.StructField("key", T.BinaryType()),
+        T.StructField("value", T.BinaryType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("offset", T.LongType()),
+        T.StructField("timestamp", T.TimestampType()),
+        T.StructField(
+            "headers",
+            T.ArrayType(
+                T.StructType([T.StructField("key", T.StringType()), T.StructField("value", T.BinaryType())])
+            ),
+        ),
+    ]
+)
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 CASES: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | None]] = [
@@ -46,8 +52,10 @@ CASES: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | N
 
 def test_pubsub_view_matches_the_gateway(spark: SparkSession) -> None:
     base = datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.UTC)
-    rows = [(key, value, i % 3, 1_000_000_000 + i, base + datetime.timedelta(milliseconds=i), headers)
-            for i, (key, value, headers) in enumerate(CASES)]
+    rows = [
+        (key, value, i % 3, 1_000_000_000 + i, base + datetime.timedelta(milliseconds=i), headers)
+        for i, (key, value, headers) in enumerate(CASES)
+    ]
     got = {r["offset"]: r for r in pubsub_view(spark.createDataFrame(rows, KAFKA_SCHEMA)).collect()}
     for key, value, p, offset, ts, headers in rows:
         want = to_message(Record(p, offset, int((ts - EPOCH).total_seconds() * 1000), key, value, headers))
@@ -61,8 +69,14 @@ def test_pubsub_view_matches_the_gateway(spark: SparkSession) -> None:
 
 def test_ranges_become_offsets_and_whole_buckets(spark: SparkSession) -> None:
     b = acklog.BUCKET
-    ranges = [(0, 5, 6), (0, 10, 10 + 3 * b + 7), (0, 2 * b - 1, 4 * b + 1), (1, 3 * b, 5 * b),
-              (1, 7, 9), (2, b - 2, b + 2)]
+    ranges = [
+        (0, 5, 6),
+        (0, 10, 10 + 3 * b + 7),
+        (0, 2 * b - 1, 4 * b + 1),
+        (1, 3 * b, 5 * b),
+        (1, 7, 9),
+        (2, b - 2, b + 2),
+    ]
     df = spark.createDataFrame(ranges, "ack_p INT, s BIGINT, e BIGINT")
     positions = spark.createDataFrame([(0, 0, 0)], "ack_p INT, ack_epoch BIGINT, ack_watermark BIGINT")
     state = acklog._bucketed(positions, df)
@@ -78,7 +92,9 @@ def test_ack_commands_are_log_records(spark: SparkSession) -> None:
     rng = random.Random(7)
     offsets = {p: sorted(rng.sample(range(10_000), 300)) for p in range(3)}
     offsets[1] += offsets[1][-5:]  # duplicates are harmless
-    df = spark.createDataFrame([(p, o) for p, os in offsets.items() for o in os], "partition INT, offset BIGINT")
+    df = spark.createDataFrame(
+        [(p, o) for p, os in offsets.items() for o in os], "partition INT, offset BIGINT"
+    )
     rows = commands(df, epoch=3, writer="spark-test").collect()
     assert sorted(r["partition"] for r in rows) == [0, 1, 2]
     for r in rows:
@@ -92,10 +108,22 @@ def test_ack_commands_are_log_records(spark: SparkSession) -> None:
 def test_checkpoints_decode_in_any_key_order(spark: SparkSession) -> None:
     cp = Checkpoint(0, 10, ((11, 12), (14, 20)), ((12, 13, 1, 1700000000000),), ((12, 13, 1),), 2)
     ours = logformat.encode(cp)
-    other = json.dumps({"lease_runs": [[12, 13, 1, 1]], "v": 1, "p": 1, "type": "checkpoint",
-                        "acked": [[11, 12]], "attempt_runs": [], "watermark": 10, "epoch": 2}).encode()
-    first_format = (b'{"v":1,"type":"checkpoint","p":2,"epoch":2,"watermark":7,"acked":[[8,9]],'
-                    b'"leases":[[12,1,1]],"attempts":[[12,1]]}')
+    other = json.dumps(
+        {
+            "lease_runs": [[12, 13, 1, 1]],
+            "v": 1,
+            "p": 1,
+            "type": "checkpoint",
+            "acked": [[11, 12]],
+            "attempt_runs": [],
+            "watermark": 10,
+            "epoch": 2,
+        }
+    ).encode()
+    first_format = (
+        b'{"v":1,"type":"checkpoint","p":2,"epoch":2,"watermark":7,"acked":[[8,9]],'
+        b'"leases":[[12,1,1]],"attempts":[[12,1]]}'
+    )
     df = spark.createDataFrame([(0, ours), (1, other), (2, first_format)], "partition INT, value BINARY")
     got = {r["ack_p"]: r for r in acklog._as_checkpoints(df).collect()}
     assert (got[0]["ack_epoch"], got[0]["ack_watermark"], got[0]["acked"]) == (2, 10, [[11, 12], [14, 20]])

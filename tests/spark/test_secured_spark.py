@@ -25,15 +25,17 @@ PASSWORDS = {GATEWAY: uuid.uuid4().hex, READER: uuid.uuid4().hex}
 
 
 def test_spark_reads_and_acknowledges_with_its_own_minimal_acls(
-        spark: SparkSession, tmp_path: Path, log_dir: Path) -> None:
+    spark: SparkSession, tmp_path: Path, log_dir: Path
+) -> None:
     with secured_kafka(tmp_path / "kafka", PASSWORDS) as kafka:
         assert kafka.security is not None
         grant(kafka, f"User:{GATEWAY}", acls.gateway_grants(PREFIX, [PROJECT]))
         reader_grants = acls.spark_grants(PREFIX, [PROJECT])
         grant(kafka, f"User:{READER}", reader_grants)
         assert acls_of(kafka, f"User:{READER}") == expected(reader_grants)
-        gw = GatewayProcess(kafka.bootstrap, PREFIX, log_dir,
-                            *kafka_config_args(kafka, GATEWAY, PASSWORDS[GATEWAY])).start()
+        gw = GatewayProcess(
+            kafka.bootstrap, PREFIX, log_dir, *kafka_config_args(kafka, GATEWAY, PASSWORDS[GATEWAY])
+        ).start()
         try:
             pub, sub = clients(gw)
             topic = f"projects/{PROJECT}/topics/t-{uuid.uuid4().hex[:8]}"
@@ -44,8 +46,11 @@ def test_spark_reads_and_acknowledges_with_its_own_minimal_acls(
             acked = pull_until(sub, subscription, 3, max_messages=3)
             sub.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in acked])
 
-            conn = KafkaConnection(kafka.bootstrap, kafka.security.java(READER, PASSWORDS[READER]),
-                                   kafka.security.librdkafka(READER, PASSWORDS[READER]))
+            conn = KafkaConnection(
+                kafka.bootstrap,
+                kafka.security.java(READER, PASSWORDS[READER]),
+                kafka.security.librdkafka(READER, PASSWORDS[READER]),
+            )
             backlog = read_backlog(spark, subscription, conn, PREFIX)
             rows = {r["message_id"] for r in backlog.select("message_id").collect()}
             assert rows == ids - {m.message.message_id for m in acked}

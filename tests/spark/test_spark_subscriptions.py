@@ -32,11 +32,13 @@ REPO = Path(__file__).resolve().parents[2]
 Names = Callable[..., str]
 
 
-def _setup(gw: GatewayProcess, names: Names, **topic: object) -> tuple[
-        pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
+def _setup(
+    gw: GatewayProcess, names: Names, **topic: object
+) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
     with emulator_env(gw.address):
         pub = pubsub_v1.PublisherClient(
-            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True))
+            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+        )
     sub = clients(gw)[1]
     t, s = names("topics"), names("subscriptions")
     pub.create_topic(request={"name": t, **topic})
@@ -45,13 +47,16 @@ def _setup(gw: GatewayProcess, names: Names, **topic: object) -> tuple[
 
 
 def _publish(pub: pubsub_v1.PublisherClient, topic: str, n: int) -> dict[str, int]:
-    futures = {i: pub.publish(topic, f"m{i}".encode(), ordering_key=f"k{i % 3}" if i % 2 else "", n=str(i))
-               for i in range(n)}
+    futures = {
+        i: pub.publish(topic, f"m{i}".encode(), ordering_key=f"k{i % 3}" if i % 2 else "", n=str(i))
+        for i in range(n)
+    }
     return {f.result(timeout=30): i for i, f in futures.items()}
 
 
 def test_messages_acked_through_the_gateway_never_appear(
-        spark: SparkSession, shared_gateway: GatewayProcess, names: Names) -> None:
+    spark: SparkSession, shared_gateway: GatewayProcess, names: Names
+) -> None:
     gw = shared_gateway
     pub, sub, topic, subscription = _setup(gw, names)
     ids = _publish(pub, topic, 40)
@@ -71,7 +76,8 @@ def test_messages_acked_through_the_gateway_never_appear(
 
 
 def test_messages_spark_acknowledged_are_not_delivered(
-        spark: SparkSession, shared_gateway: GatewayProcess, names: Names) -> None:
+    spark: SparkSession, shared_gateway: GatewayProcess, names: Names
+) -> None:
     gw = shared_gateway
     pub, sub, topic, subscription = _setup(gw, names)
     ids = _publish(pub, topic, 30)
@@ -106,7 +112,8 @@ def test_seek_starts_a_new_epoch(spark: SparkSession, shared_gateway: GatewayPro
 
 
 def test_adopted_kafka_topic_reads_like_pubsub(
-        spark: SparkSession, shared_gateway: GatewayProcess, names: Names) -> None:
+    spark: SparkSession, shared_gateway: GatewayProcess, names: Names
+) -> None:
     gw = shared_gateway
     plain = f"plain-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": gw.bootstrap})
@@ -114,8 +121,11 @@ def test_adopted_kafka_topic_reads_like_pubsub(
     _, sub, _, subscription = _setup(gw, names, labels={"kafka-topic": plain})
     producer = Producer({"bootstrap.servers": gw.bootstrap})
     records: list[tuple[bytes | None, list[tuple[str, bytes | None]]]] = [
-        (None, []), (b"key", [("a", b"1")]), (b"\xff", [("bin", b"\x00\xff"), ("none", None)]),
-        (b"k" * 1025, [("a", b"1"), ("a", b"2")]), (b"", [("x", "é".encode())]),
+        (None, []),
+        (b"key", [("a", b"1")]),
+        (b"\xff", [("bin", b"\x00\xff"), ("none", None)]),
+        (b"k" * 1025, [("a", b"1"), ("a", b"2")]),
+        (b"", [("x", "é".encode())]),
     ]
     for i, (key, headers) in enumerate(records):
         producer.produce(plain, f"r{i}".encode(), key=key, headers=headers, partition=i % 2)
@@ -133,22 +143,38 @@ def test_adopted_kafka_topic_reads_like_pubsub(
 
 
 def _export(gw: GatewayProcess, subscription: str, work: Path, *extra: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "spark.export_job", "--subscription", subscription,
-           "--bootstrap", gw.bootstrap, "--internal-prefix", gw.prefix, "--output", str(work / "out"),
-           "--checkpoint", str(work / "checkpoint"), "--driver-memory", "768m",
-           *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "spark.export_job",
+        "--subscription",
+        subscription,
+        "--bootstrap",
+        gw.bootstrap,
+        "--internal-prefix",
+        gw.prefix,
+        "--output",
+        str(work / "out"),
+        "--checkpoint",
+        str(work / "checkpoint"),
+        "--driver-memory",
+        "768m",
+        *extra,
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(work / "export.log", "ab") as log:  # the child keeps its own descriptor
-        return subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return subprocess.Popen(
+            cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def _committed_batches(work: Path) -> int:
     return len([p for p in (work / "out" / "_batches").glob("*") if not p.name.startswith(".")])
 
 
-def test_export_job_survives_kill_9(spark: SparkSession, shared_gateway: GatewayProcess, names: Names,
-                                    tmp_path: Path) -> None:
+def test_export_job_survives_kill_9(
+    spark: SparkSession, shared_gateway: GatewayProcess, names: Names, tmp_path: Path
+) -> None:
     gw = shared_gateway
     pub, sub, topic, subscription = _setup(gw, names)
     ids = _publish(pub, topic, 600)
@@ -156,7 +182,9 @@ def test_export_job_survives_kill_9(spark: SparkSession, shared_gateway: Gateway
     try:
         deadline = time.monotonic() + 120
         while _committed_batches(tmp_path) < 2:
-            assert job.poll() is None and time.monotonic() < deadline, (tmp_path / "export.log").read_text()[-3000:]
+            assert job.poll() is None and time.monotonic() < deadline, (tmp_path / "export.log").read_text()[
+                -3000:
+            ]
             time.sleep(0.2)
     finally:
         os.killpg(job.pid, signal.SIGKILL)  # the driver and its JVM, mid-run
@@ -166,8 +194,12 @@ def test_export_job_survives_kill_9(spark: SparkSession, shared_gateway: Gateway
     rerun = _export(gw, subscription, tmp_path, "--once")  # replays the batch cut short, then the rest
     assert rerun.wait(180) == 0, (tmp_path / "export.log").read_text()[-3000:]
 
-    files = (spark.read.parquet(str(tmp_path / "out"))
-             .groupBy("message_id").agg(F.count("*").alias("copies")).collect())
+    files = (
+        spark.read.parquet(str(tmp_path / "out"))
+        .groupBy("message_id")
+        .agg(F.count("*").alias("copies"))
+        .collect()
+    )
     assert {r["message_id"] for r in files} == set(ids)
     assert {r["copies"] for r in files} == {1}
     assert pull_nothing(sub, subscription, 3) == []

@@ -13,12 +13,15 @@ from gateway.translate import names
 from tests.unit.test_names import DEFAULT_PREFIX, HYP, projects
 
 ids = st.from_regex(r"[A-Za-z][A-Za-z0-9\-_.~+%]{2,40}", fullmatch=True).filter(
-    lambda s: not s.startswith("goog"))
+    lambda s: not s.startswith("goog")
+)
 
 
 @HYP
 @given(projects, ids, ids)
-def test_every_kafka_name_the_gateway_makes_falls_under_its_grants(project: str, topic: str, sub: str) -> None:
+def test_every_kafka_name_the_gateway_makes_falls_under_its_grants(
+    project: str, topic: str, sub: str
+) -> None:
     grants = acls.gateway_grants(DEFAULT_PREFIX, [project])
     internal, groups, txn, own = grants
 
@@ -41,11 +44,22 @@ def test_every_kafka_name_the_gateway_makes_falls_under_its_grants(project: str,
 
 def test_the_set_holds_no_cluster_acl_and_only_prefixes() -> None:
     grants = acls.gateway_grants("gw", ["p", "q"])
-    assert [g.resource for g in grants] == [acls.TOPIC, acls.GROUP, acls.TRANSACTIONAL_ID, acls.TOPIC, acls.TOPIC]
+    assert [g.resource for g in grants] == [
+        acls.TOPIC,
+        acls.GROUP,
+        acls.TRANSACTIONAL_ID,
+        acls.TOPIC,
+        acls.TOPIC,
+    ]
     assert all(g.prefixed for g in grants)
     assert [g.name for g in grants] == ["gw_g", "gw.", "gw.", "p.", "q."]
     assert acls.gateway_grants("gw", adopted_topics=["plain"])[-1] == acls.Grant(
-        acls.TOPIC, "plain", False, ("READ", "WRITE", "ALTER_CONFIGS"), "the adopted Kafka topic plain (label kafka-topic)")
+        acls.TOPIC,
+        "plain",
+        False,
+        ("READ", "WRITE", "ALTER_CONFIGS"),
+        "the adopted Kafka topic plain (label kafka-topic)",
+    )
 
 
 def test_kafka_acls_commands_spell_operations_as_the_tool_does() -> None:
@@ -53,9 +67,12 @@ def test_kafka_acls_commands_spell_operations_as_the_tool_does() -> None:
     assert acls.kafka_acls_commands("User:gw", [grant], "b:9093", "admin.properties") == [
         "kafka-acls.sh --bootstrap-server b:9093 --command-config admin.properties --add "
         "--allow-principal User:gw --operation Create --operation DescribeConfigs --topic gw_g "
-        "--resource-pattern-type prefixed"]
+        "--resource-pattern-type prefixed"
+    ]
     literal = acls.Grant(acls.TRANSACTIONAL_ID, "t", False, ("WRITE",), "x")
-    assert acls.kafka_acls_commands("User:gw", [literal])[0].endswith("--operation Write --transactional-id t")
+    assert acls.kafka_acls_commands("User:gw", [literal])[0].endswith(
+        "--operation Write --transactional-id t"
+    )
 
 
 def test_a_refusal_names_the_operation_and_resource_of_its_kind() -> None:
@@ -74,11 +91,17 @@ def test_a_refusal_names_the_operation_and_resource_of_its_kind() -> None:
 def test_a_refused_write_names_the_topic_or_the_transactional_id() -> None:
     topic = _translate(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "no"), "p.t")
     assert "WRITE on topic p.t" in str(topic)
-    txn = _translate(KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "no"),
-                     transactional_id="gw.log.0", topics=["p.dead", "gw_gacks.x"])
+    txn = _translate(
+        KafkaError(KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "no"),
+        transactional_id="gw.log.0",
+        topics=["p.dead", "gw_gacks.x"],
+    )
     assert "WRITE on transactional-id gw.log.0" in str(txn)
-    both = _translate(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "no"),
-                      transactional_id="gw.log.0", topics=["p.dead", "gw_gacks.x"])
+    both = _translate(
+        KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "no"),
+        transactional_id="gw.log.0",
+        topics=["p.dead", "gw_gacks.x"],
+    )
     assert "WRITE on topic p.dead or gw_gacks.x" in str(both)
     idempotent = _translate(KafkaError(KafkaError.CLUSTER_AUTHORIZATION_FAILED, "no"), "p.t")
     assert "IDEMPOTENT_WRITE on cluster" in str(idempotent)
@@ -88,6 +111,9 @@ def test_a_refused_write_names_the_topic_or_the_transactional_id() -> None:
 def test_the_spark_reader_set_reads_and_acks_only() -> None:
     grants = acls.spark_grants("gw", ["p"])
     assert {(g.name, g.operations) for g in grants} == {
-        ("gw_gresources", ("READ",)), ("gw_gacks.", ("READ", "WRITE")), ("gw.", ("DESCRIBE",)),
-        ("p.", ("READ",))}
+        ("gw_gresources", ("READ",)),
+        ("gw_gacks.", ("READ", "WRITE")),
+        ("gw.", ("DESCRIBE",)),
+        ("p.", ("READ",)),
+    }
     assert ("gw_gacks.", ("READ",)) in {(g.name, g.operations) for g in acls.spark_grants("gw", acks=False)}

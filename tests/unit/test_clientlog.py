@@ -13,8 +13,10 @@ import pytest
 
 from gateway.kafka.clientlog import BURST_LINES, INTERVAL_SECONDS, RateLimit, client_logger, shape
 
-FAIL = ("[thrd:127.0.0.1:{port}/bootstrap]: 127.0.0.1:{port}/bootstrap: Connect to "
-        "ipv4#127.0.0.1:{port} failed: Connection refused (after {ms}ms in state CONNECT{more})")
+FAIL = (
+    "[thrd:127.0.0.1:{port}/bootstrap]: 127.0.0.1:{port}/bootstrap: Connect to "
+    "ipv4#127.0.0.1:{port} failed: Connection refused (after {ms}ms in state CONNECT{more})"
+)
 
 
 class Clock:
@@ -69,8 +71,13 @@ def test_near_identical_lines_share_a_shape() -> None:
 def test_a_flood_gives_a_handful_of_lines(clock: Clock, out: tuple[logging.Logger, Collect]) -> None:
     logger, got = out
     for i in range(1000):  # 1000 lines in 10 s from 4 clients on 2 ports
-        fail(logger, f"rdkafka#{('producer', 'consumer')[i % 2]}-{i % 4}", 9092 + i % 2, i % 5,
-             ", 7 identical error(s) suppressed" if i % 3 else "")
+        fail(
+            logger,
+            f"rdkafka#{('producer', 'consumer')[i % 2]}-{i % 4}",
+            9092 + i % 2,
+            i % 5,
+            ", 7 identical error(s) suppressed" if i % 3 else "",
+        )
         clock.now += 0.01
     assert len(got.records) == 1
     assert got.records[0].levelno == logging.ERROR
@@ -102,10 +109,16 @@ def test_distinct_messages_do_not_hold_each_other_back(
     for i in range(300):
         fail(logger, "rdkafka#producer-1")
         if i % 100 == 50:
-            logger.log(logging.WARNING, "%s [%s] %s", "REQTMOUT", "rdkafka#producer-1",
-                       f"127.0.0.1:9092/1: Timed out {i} in-flight requests")
-            logger.log(logging.ERROR, "%s [%s] %s", "ERROR", "rdkafka#consumer-2",
-                       f"{i % 7}/1 brokers are down")
+            logger.log(
+                logging.WARNING,
+                "%s [%s] %s",
+                "REQTMOUT",
+                "rdkafka#producer-1",
+                f"127.0.0.1:9092/1: Timed out {i} in-flight requests",
+            )
+            logger.log(
+                logging.ERROR, "%s [%s] %s", "ERROR", "rdkafka#consumer-2", f"{i % 7}/1 brokers are down"
+            )
         clock.now += 0.01
     logger.log(logging.INFO, "%s [%s] %s", "FAIL", "rdkafka#producer-1", "a different facility's line")
     kinds = [m.split(": ", 1)[-1][:22] for m in got.messages]
@@ -123,9 +136,7 @@ def test_a_line_after_a_quiet_period_passes(clock: Clock, out: tuple[logging.Log
     assert got.messages[1].endswith("(and 99 more like it in the last 21 s)")
 
 
-def test_all_shapes_together_are_capped_per_second(
-    clock: Clock, out: tuple[logging.Logger, Collect]
-) -> None:
+def test_all_shapes_together_are_capped_per_second(clock: Clock, out: tuple[logging.Logger, Collect]) -> None:
     logger, got = out
     for i in range(1000):  # 1000 different lines in 10 s
         logger.error("unusual line number %s", "x" * (i % 300) + "y" * (i // 300))
@@ -161,8 +172,10 @@ def test_a_real_client_against_a_closed_port() -> None:
     wrapped = client_logger(f"test.clientlog.real.{uuid.uuid4().hex}", RateLimit())
     wrapped.propagate = False
     wrapped.addHandler(limited)
-    producers = [confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{port}"}, logger=lg)
-                 for lg in (plain, wrapped, wrapped)]
+    producers = [
+        confluent_kafka.Producer({"bootstrap.servers": f"127.0.0.1:{port}"}, logger=lg)
+        for lg in (plain, wrapped, wrapped)
+    ]
     for p in producers:
         p.produce("t", b"waiting for a broker")  # a client with work reconnects eagerly
     deadline = time.monotonic() + 3
@@ -172,8 +185,9 @@ def test_a_real_client_against_a_closed_port() -> None:
     for p in producers:
         p.purge()
     assert len(raw.records) >= 5, raw.messages
-    assert {(r.levelno, r.msg, r.args[0]) for r in raw.records if isinstance(r.args, tuple)} \
-        == {(logging.ERROR, "%s [%s] %s", "FAIL")}
+    assert {(r.levelno, r.msg, r.args[0]) for r in raw.records if isinstance(r.args, tuple)} == {
+        (logging.ERROR, "%s [%s] %s", "FAIL")
+    }
     # Two producers, each as loud as the first one: one line for both.
     assert len(limited.records) == 1, limited.messages
     assert f"Connect to ipv4#127.0.0.1:{port} failed" in limited.messages[0]

@@ -56,8 +56,9 @@ def end(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def _follower(applied: list[tuple[bytes, bytes | None, int]]) -> compacted.CompactedFollower:
-    return compacted.CompactedFollower({"bootstrap.servers": "x"}, "t", "things",
-                                       lambda k, v, o: applied.append((k, v, o)), late="too late")
+    return compacted.CompactedFollower(
+        {"bootstrap.servers": "x"}, "t", "things", lambda k, v, o: applied.append((k, v, o)), late="too late"
+    )
 
 
 async def _started(follower: compacted.CompactedFollower) -> tuple[asyncio.Task[None], FakeReader]:
@@ -122,6 +123,7 @@ async def test_waits_end_once_their_offset_is_applied(end: list[int]) -> None:
 async def test_what_apply_raises_ends_the_batch(end: list[int]) -> None:
     """`apply` must handle its own unreadable records (both stores do): an exception leaves
     the rest of the batch unapplied and its waiters waiting."""
+
     def apply(key: bytes, value: bytes | None, offset: int) -> None:
         if value == b"bad":
             raise RuntimeError("unreadable")
@@ -144,13 +146,15 @@ def test_the_key_store_applies_keys_and_tombstones_and_skips_unreadable_ones() -
     none = cast(Any, None)
     store = KeyStore(none, none, {}, "p", None, rotation_hours=24)
     old, new = auth.new_key(1), auth.new_key(2)
-    store._follower.apply_batch([
-        ("k", 0, 0, old.kid.encode(), auth.encode_key(old)),
-        ("k", 0, 1, b"junk", b"{not json"),
-        ("k", 0, 2, None, auth.encode_key(new)),
-        ("k", 0, 3, new.kid.encode(), auth.encode_key(new)),
-        ("k", 0, 4, b"mismatch", auth.encode_key(new).replace(new.kid.encode(), b"other")),
-    ])
+    store._follower.apply_batch(
+        [
+            ("k", 0, 0, old.kid.encode(), auth.encode_key(old)),
+            ("k", 0, 1, b"junk", b"{not json"),
+            ("k", 0, 2, None, auth.encode_key(new)),
+            ("k", 0, 3, new.kid.encode(), auth.encode_key(new)),
+            ("k", 0, 4, b"mismatch", auth.encode_key(new).replace(new.kid.encode(), b"other")),
+        ]
+    )
     assert sorted(k.kid for k in store._keys.values()) == sorted([old.kid, new.kid])
     store._follower.apply_batch([("k", 0, 5, old.kid.encode(), None)])
     assert list(store._keys) == [new.kid]

@@ -22,7 +22,9 @@ def test_a_few_failures_list_every_id_and_the_call_is_invalid() -> None:
 
 def test_too_many_to_list_lists_what_fits_permanent_first_and_asks_for_a_retry() -> None:
     ids = _ids(2000)
-    failures = dict.fromkeys(ids[:1000], exactly_once.NOT_OWNER) | dict.fromkeys(ids[1000:], exactly_once.INVALID)
+    failures = dict.fromkeys(ids[:1000], exactly_once.NOT_OWNER) | dict.fromkeys(
+        ids[1000:], exactly_once.INVALID
+    )
     err = exactly_once.failed(ids, failures)
     assert err.code == Code.ABORTED
     assert StatusCode.ABORTED.value[0] == err.code.number

@@ -10,7 +10,9 @@ from gateway.translate import limits
 from gateway.translate.limits import OutgoingMessage
 
 
-def msg(data: bytes = b"x", attributes: dict[str, str] | None = None, ordering_key: str = "") -> OutgoingMessage:
+def msg(
+    data: bytes = b"x", attributes: dict[str, str] | None = None, ordering_key: str = ""
+) -> OutgoingMessage:
     return OutgoingMessage(data, attributes or {}, ordering_key)
 
 
@@ -189,13 +191,16 @@ def test_max_messages_invalid(n: int) -> None:
 
 
 def test_seek_times_before_1970_mean_the_oldest_message() -> None:
-    assert limits.seek_time_ms(Timestamp(seconds=-1, nanos=999_000_000)) == 0  # Kafka's -1 is "latest": never passed on
+    assert (
+        limits.seek_time_ms(Timestamp(seconds=-1, nanos=999_000_000)) == 0
+    )  # Kafka's -1 is "latest": never passed on
     assert limits.seek_time_ms(Timestamp(seconds=-62_135_596_800)) == 0
     assert limits.seek_time_ms(Timestamp(seconds=1, nanos=5_000_000)) == 1005
 
 
-@pytest.mark.parametrize(("seconds", "nanos"), [(2**62, 0), (0, -1), (0, 10**9), (-62_135_596_801, 0),
-                                                (253_402_300_800, 0)])
+@pytest.mark.parametrize(
+    ("seconds", "nanos"), [(2**62, 0), (0, -1), (0, 10**9), (-62_135_596_801, 0), (253_402_300_800, 0)]
+)
 def test_seek_times_outside_a_timestamp_are_invalid(seconds: int, nanos: int) -> None:
     with pytest.raises(InvalidArgument, match="Timestamp"):
         limits.seek_time_ms(Timestamp(seconds=seconds, nanos=nanos))

@@ -61,13 +61,30 @@ def test_round_trip(cmd) -> None:  # type: ignore[no-untyped-def]
         ),
         (
             Checkpoint(0, 10, ((11, 12),), ((12, 14, 1, 1700000000000),), ((12, 14, 1),)),
-            {"v": 1, "type": "checkpoint", "p": 0, "epoch": 0, "watermark": 10, "acked": [[11, 12]],
-             "lease_runs": [[12, 14, 1, 1700000000000]], "attempt_runs": [[12, 14, 1]]},
+            {
+                "v": 1,
+                "type": "checkpoint",
+                "p": 0,
+                "epoch": 0,
+                "watermark": 10,
+                "acked": [[11, 12]],
+                "lease_runs": [[12, 14, 1, 1700000000000]],
+                "attempt_runs": [[12, 14, 1]],
+            },
         ),
         (
             Checkpoint(0, 10, ((11, 12),), (), (), 1, log_offset=57),
-            {"v": 1, "type": "checkpoint", "p": 0, "epoch": 1, "watermark": 10, "acked": [[11, 12]],
-             "log_offset": 57, "lease_runs": [], "attempt_runs": []},
+            {
+                "v": 1,
+                "type": "checkpoint",
+                "p": 0,
+                "epoch": 1,
+                "watermark": 10,
+                "acked": [[11, 12]],
+                "log_offset": 57,
+                "lease_runs": [],
+                "attempt_runs": [],
+            },
         ),
     ],
 )
@@ -79,11 +96,18 @@ def test_documented_format(cmd, expected: dict[str, object]) -> None:  # type: i
 
 def test_the_first_checkpoint_format_is_still_read() -> None:
     """Logs written before runs: one entry per offset, each read as a run of one."""
-    old = (b'{"v":1,"type":"checkpoint","p":0,"epoch":2,"watermark":10,"acked":[[11,12]],'
-           b'"leases":[[12,1,1700000000000],[13,2,1700000000001]],"attempts":[[12,1],[13,2]]}')
+    old = (
+        b'{"v":1,"type":"checkpoint","p":0,"epoch":2,"watermark":10,"acked":[[11,12]],'
+        b'"leases":[[12,1,1700000000000],[13,2,1700000000001]],"attempts":[[12,1],[13,2]]}'
+    )
     assert logformat.decode(old) == Checkpoint(
-        0, 10, ((11, 12),), ((12, 13, 1, 1700000000000), (13, 14, 2, 1700000000001)),
-        ((12, 13, 1), (13, 14, 2)), 2)
+        0,
+        10,
+        ((11, 12),),
+        ((12, 13, 1, 1700000000000), (13, 14, 2, 1700000000001)),
+        ((12, 13, 1), (13, 14, 2)),
+        2,
+    )
 
 
 def test_epoch_defaults_to_zero() -> None:
@@ -163,8 +187,11 @@ def test_bad_log_record_is_value_error() -> None:
 
 
 json_scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**64), 2**64),
-    st.floats(), st.text(max_size=5),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.floats(),
+    st.text(max_size=5),
 )
 json_values = st.recursive(
     json_scalars,

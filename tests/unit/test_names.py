@@ -13,8 +13,12 @@ from gateway.errors import Code, InvalidArgument
 from gateway.settings import Settings, SettingsError
 from gateway.translate import names
 
-HYP = hsettings(max_examples=200, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+HYP = hsettings(
+    max_examples=200,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 
 KAFKA_LEGAL = re.compile(r"[A-Za-z0-9._\-]+")
 DEFAULT_PREFIX = Settings().internal_prefix
@@ -26,26 +30,20 @@ _PROJECT_REST = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-
 
 
 def _sized(alphabet: str, lo: int, hi: int) -> st.SearchStrategy[str]:
-    return st.integers(lo, hi).flatmap(
-        lambda n: st.text(alphabet=alphabet, min_size=n, max_size=n)
-    )
+    return st.integers(lo, hi).flatmap(lambda n: st.text(alphabet=alphabet, min_size=n, max_size=n))
 
 
 def _projects(max_rest: int) -> st.SearchStrategy[str]:
-    return st.builds(
-        str.__add__, st.sampled_from(_PROJECT_REST[:62]), _sized(_PROJECT_REST, 0, max_rest)
-    )
+    return st.builds(str.__add__, st.sampled_from(_PROJECT_REST[:62]), _sized(_PROJECT_REST, 0, max_rest))
 
 
 projects = _projects(29)
 long_projects = _projects(99)
-ids = st.builds(
-    str.__add__, st.sampled_from(_ID_REST[:52]), _sized(_ID_REST, 2, 254)
-).filter(lambda s: not s.startswith("goog"))
-# A tiny alphabet full of escape-relevant characters, to make collisions likely if possible.
-tricky_projects = st.text(alphabet="a_.:d", min_size=1, max_size=8).filter(
-    lambda s: s[0] in "ad"
+ids = st.builds(str.__add__, st.sampled_from(_ID_REST[:52]), _sized(_ID_REST, 2, 254)).filter(
+    lambda s: not s.startswith("goog")
 )
+# A tiny alphabet full of escape-relevant characters, to make collisions likely if possible.
+tricky_projects = st.text(alphabet="a_.:d", min_size=1, max_size=8).filter(lambda s: s[0] in "ad")
 tricky_ids = st.text(alphabet="a_.~+%tpsdc", min_size=2, max_size=8).map(lambda s: "a" + s)
 
 
@@ -55,11 +53,7 @@ def topic_name(project: str, tid: str) -> str:
 
 def expected_kafka_len(project: str, tid: str) -> int:
     """The escaped length, computed independently of the code under test."""
-    return (
-        len(project) + sum(c in "_.:" for c in project)
-        + 1
-        + len(tid) + sum(c in "_~%+" for c in tid)
-    )
+    return len(project) + sum(c in "_.:" for c in project) + 1 + len(tid) + sum(c in "_~%+" for c in tid)
 
 
 def assert_kafka_legal(kafka: str) -> None:
@@ -268,9 +262,7 @@ def test_check_kafka_topic_bad(kafka: str) -> None:
 
 # -- gateway-internal topics --------------------------------------------------------------------
 
-subscription_names = st.builds(
-    lambda p, s: f"projects/{p}/subscriptions/{s}", long_projects, ids
-)
+subscription_names = st.builds(lambda p, s: f"projects/{p}/subscriptions/{s}", long_projects, ids)
 uids = st.one_of(st.just(""), st.from_regex(r"[0-9a-f]{8}", fullmatch=True))
 kinds = st.sampled_from(["resources", "acks", "snapshots", "x"])
 
@@ -341,8 +333,9 @@ def _accepted_prefix(prefix: str) -> bool:
 @given(
     prefix=st.text(alphabet="a_.-Z9", min_size=1, max_size=12).filter(_accepted_prefix),
     kind=kinds,
-    name=st.one_of(st.just(""), st.builds(
-        lambda p, s: f"projects/{p}/subscriptions/{s}", tricky_projects, tricky_ids)),
+    name=st.one_of(
+        st.just(""), st.builds(lambda p, s: f"projects/{p}/subscriptions/{s}", tricky_projects, tricky_ids)
+    ),
     uid=uids,
 )
 def test_internal_topic_no_collision_for_any_accepted_prefix(

@@ -80,8 +80,7 @@ def test_backoff_never_exceeds_the_maximum(lo: int, hi: int) -> None:
 
 
 def _record(timestamp_ms: int, headers: Any = None) -> Record:
-    return Record(partition=2, offset=17, timestamp_ms=timestamp_ms, key=b"k", value=b"v",
-                  headers=headers)
+    return Record(partition=2, offset=17, timestamp_ms=timestamp_ms, key=b"k", value=b"v", headers=headers)
 
 
 def test_dead_letter_headers_keep_the_originals_and_add_the_source() -> None:
@@ -124,8 +123,7 @@ def test_dead_letter_publish_time_is_rfc3339_utc(ts: int, deliveries: int) -> No
     assert isinstance(text, bytes)
     stamp = text.decode()
     assert RFC3339_MS_Z.fullmatch(stamp), stamp
-    expected = (datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-                + datetime.timedelta(milliseconds=ts))
+    expected = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(milliseconds=ts)
     assert stamp == expected.strftime("%Y-%m-%dT%H:%M:%S") + f".{ts % 1000:03d}Z"
     back = datetime.datetime.fromisoformat(stamp)
     assert back == expected
@@ -182,8 +180,7 @@ def test_of_retry_policy_defaults_for_unset_bounds() -> None:
     p = policies.of(_sub(retry_policy=FakeMessage(minimum_backoff=None, maximum_backoff=None)), None)
     assert p.backoff is not None
     assert [p.backoff(n) for n in (1, 2, 7, 8)] == [10_000, 20_000, 600_000, 600_000]
-    p = policies.of(_sub(retry_policy=FakeMessage(minimum_backoff=_duration(0),
-                                                  maximum_backoff=None)), None)
+    p = policies.of(_sub(retry_policy=FakeMessage(minimum_backoff=_duration(0), maximum_backoff=None)), None)
     assert p.backoff is not None
     assert p.backoff(5) == 0
 

@@ -24,9 +24,7 @@ import pytest
 from google.api import annotations_pb2, http_pb2
 from google.protobuf import descriptor_pb2
 
-GEN_DIR = (
-    Path(__file__).resolve().parents[2] / "gateway" / "_pb" / "google" / "pubsub" / "v1"
-)
+GEN_DIR = Path(__file__).resolve().parents[2] / "gateway" / "_pb" / "google" / "pubsub" / "v1"
 PACKAGE = "google.pubsub.v1"
 
 _CLIENT_DUMP = r"""
@@ -67,18 +65,14 @@ def _serialized_descriptor(path: Path) -> bytes:
             and node.func.attr == "AddSerializedFile"
         ):
             literal = node.args[0]
-            assert isinstance(literal, ast.Constant) and isinstance(
-                literal.value, bytes
-            )
+            assert isinstance(literal, ast.Constant) and isinstance(literal.value, bytes)
             return literal.value
     raise AssertionError(f"no serialized descriptor in {path}")
 
 
 def _ours() -> list[descriptor_pb2.FileDescriptorProto]:
     return [
-        descriptor_pb2.FileDescriptorProto.FromString(
-            _serialized_descriptor(GEN_DIR / name)
-        )
+        descriptor_pb2.FileDescriptorProto.FromString(_serialized_descriptor(GEN_DIR / name))
         for name in ("schema_pb2.py", "pubsub_pb2.py")
     ]
 
@@ -92,9 +86,7 @@ def client_dump() -> dict[str, object]:
     )
     if probe.returncode != 0:
         pytest.skip("google-cloud-pubsub is not installed")
-    out = subprocess.run(
-        [sys.executable, "-c", _CLIENT_DUMP], capture_output=True, text=True, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", _CLIENT_DUMP], capture_output=True, text=True, check=True)
     result: dict[str, object] = json.loads(out.stdout)
     return result
 
@@ -102,10 +94,7 @@ def client_dump() -> dict[str, object]:
 def _client_files(dump: dict[str, object]) -> list[descriptor_pb2.FileDescriptorProto]:
     files = dump["files"]
     assert isinstance(files, list)
-    return [
-        descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(f))
-        for f in files
-    ]
+    return [descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(f)) for f in files]
 
 
 def _walk(
@@ -120,11 +109,7 @@ def _walk(
 def _messages(
     files: list[descriptor_pb2.FileDescriptorProto],
 ) -> dict[str, descriptor_pb2.DescriptorProto]:
-    return {
-        name: msg
-        for f in files
-        for name, msg in _walk(f".{f.package}", list(f.message_type))
-    }
+    return {name: msg for f in files for name, msg in _walk(f".{f.package}", list(f.message_type))}
 
 
 def _enums(
@@ -133,10 +118,7 @@ def _enums(
     out: dict[str, dict[str, int]] = {}
     for f in files:
         scopes = [(f".{f.package}", list(f.enum_type))]
-        scopes += [
-            (name, list(m.enum_type))
-            for name, m in _walk(f".{f.package}", list(f.message_type))
-        ]
+        scopes += [(name, list(m.enum_type)) for name, m in _walk(f".{f.package}", list(f.message_type))]
         for scope, enums in scopes:
             for e in enums:
                 out[f"{scope}.{e.name}"] = {v.name: v.number for v in e.value}
@@ -186,9 +168,7 @@ def test_every_client_message_and_field_matches(client_dump: dict[str, object]) 
             if got != want:
                 problems.append(f"{name}.{fname}: ours {got} != client {want}")
             if our_numbers.get(tf.number, fname) != fname:
-                problems.append(
-                    f"{name}: number {tf.number} used by {our_numbers[tf.number]}"
-                )
+                problems.append(f"{name}: number {tf.number} used by {our_numbers[tf.number]}")
     assert not problems, "\n".join(problems)
 
 
@@ -222,11 +202,7 @@ def test_rpcs_and_http_bindings_match(client_dump: dict[str, object]) -> None:
             for m in svc.method:
                 key = f"{svc.name}.{m.name}"
                 has_rule = m.options.HasExtension(annotations_pb2.http)
-                ours[key] = (
-                    _http_rules(m.options.Extensions[annotations_pb2.http])
-                    if has_rule
-                    else None
-                )
+                ours[key] = _http_rules(m.options.Extensions[annotations_pb2.http]) if has_rule else None
     theirs = client_dump["http"]
     assert isinstance(theirs, dict) and len(theirs) >= 35
     assert sorted(ours) == sorted(theirs)

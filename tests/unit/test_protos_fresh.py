@@ -24,9 +24,5 @@ def test_generated_code_is_fresh(tmp_path: Path) -> None:
     assert written, "protogen wrote nothing"
     fresh = _tree(tmp_path / "google")
     committed = _tree(protogen.DEFAULT_OUT / "google")
-    stale = sorted(
-        k for k in fresh.keys() | committed.keys() if fresh.get(k) != committed.get(k)
-    )
-    assert not stale, (
-        f"generated code is stale ({', '.join(stale)}); run `python -m gateway.protogen`"
-    )
+    stale = sorted(k for k in fresh.keys() | committed.keys() if fresh.get(k) != committed.get(k))
+    assert not stale, f"generated code is stale ({', '.join(stale)}); run `python -m gateway.protogen`"

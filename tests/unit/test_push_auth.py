@@ -31,12 +31,22 @@ def test_token_claims_and_header() -> None:
     signer = auth.TokenSigner(lambda: [key], ISSUER, clock=lambda: 1_700_000_000.5)
     token = signer.token("https://aud.test", "sa@p.iam.gserviceaccount.com")
     assert jwt.get_unverified_header(token) == {"alg": "RS256", "kid": key.kid, "typ": "JWT"}
-    claims = jwt.decode(token, key.private_key.public_key(), algorithms=["RS256"],
-                        audience="https://aud.test", options={"verify_exp": False})
+    claims = jwt.decode(
+        token,
+        key.private_key.public_key(),
+        algorithms=["RS256"],
+        audience="https://aud.test",
+        options={"verify_exp": False},
+    )
     assert claims == {
-        "iss": ISSUER, "aud": "https://aud.test", "azp": "sa@p.iam.gserviceaccount.com",
-        "sub": "sa@p.iam.gserviceaccount.com", "email": "sa@p.iam.gserviceaccount.com",
-        "email_verified": True, "iat": 1_700_000_000, "exp": 1_700_003_600,
+        "iss": ISSUER,
+        "aud": "https://aud.test",
+        "azp": "sa@p.iam.gserviceaccount.com",
+        "sub": "sa@p.iam.gserviceaccount.com",
+        "email": "sa@p.iam.gserviceaccount.com",
+        "email_verified": True,
+        "iat": 1_700_000_000,
+        "exp": 1_700_003_600,
     }
 
 
@@ -62,8 +72,9 @@ def test_tokens_verify_against_the_jwks_and_not_with_another_key() -> None:
     key, other = _key(), auth.new_key(0)
     token = auth.TokenSigner(lambda: [key], ISSUER).token("aud", "sa@x")
     assert _verify(token, [key, other], "aud")["email"] == "sa@x"
-    forged = jwt.encode({"aud": "aud", "iss": ISSUER}, other.private_key, algorithm="RS256",
-                        headers={"kid": key.kid})
+    forged = jwt.encode(
+        {"aud": "aud", "iss": ISSUER}, other.private_key, algorithm="RS256", headers={"kid": key.kid}
+    )
     with pytest.raises(jwt.InvalidSignatureError):
         _verify(forged, [key, other], "aud")
     with pytest.raises(jwt.InvalidAudienceError):
@@ -90,14 +101,19 @@ def test_key_storage_round_trip_and_pem_files() -> None:
     tampered["kid"] = "other"
     with pytest.raises(ValueError, match="does not match"):
         auth.decode_key(json.dumps(tampered).encode())
-    pem = key.private_key.private_bytes(serialization.Encoding.PEM,
-                                        serialization.PrivateFormat.TraditionalOpenSSL,
-                                        serialization.NoEncryption())
+    pem = key.private_key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
     assert auth.key_from_pem(pem).kid == key.kid
 
 
 def test_a_new_key_signs_once_it_has_settled() -> None:
-    old, new = auth.SigningKey("old", _key().private_key, 0), auth.SigningKey("new", _key().private_key, 100_000)
+    old, new = (
+        auth.SigningKey("old", _key().private_key, 0),
+        auth.SigningKey("new", _key().private_key, 100_000),
+    )
     assert auth.signing_key([old, new], 100_000 + auth.SETTLE_MS - 1) is old
     assert auth.signing_key([old, new], 100_000 + auth.SETTLE_MS) is new
     assert auth.signing_key([new], 100_000) is new

@@ -27,9 +27,12 @@ def test_wrapped_body_matches_the_documented_example() -> None:
     assert req.headers == {"content-type": "application/json"}
     assert json.loads(req.body) == {
         "message": {
-            "attributes": {"k": "v"}, "data": base64.b64encode(b"hello").decode(),
-            "messageId": "1099511627776", "message_id": "1099511627776",
-            "publishTime": "2021-02-26T19:13:55.749Z", "publish_time": "2021-02-26T19:13:55.749Z",
+            "attributes": {"k": "v"},
+            "data": base64.b64encode(b"hello").decode(),
+            "messageId": "1099511627776",
+            "message_id": "1099511627776",
+            "publishTime": "2021-02-26T19:13:55.749Z",
+            "publish_time": "2021-02-26T19:13:55.749Z",
         },
         "subscription": SUB,
     }
@@ -47,21 +50,36 @@ def test_no_wrapper_sends_the_data_and_optionally_metadata_headers() -> None:
     plain = body.build(SUB, MSG, 2, PushTarget("http://e", no_wrapper=True))
     assert plain.body == b"hello"
     assert plain.headers == {"content-type": "application/octet-stream"}
-    meta = body.build(SUB, MessageView(b"\x00raw", {"color": "red"}, "ok", "9", 1000),
-                      0, PushTarget("http://e", no_wrapper=True, write_metadata=True))
+    meta = body.build(
+        SUB,
+        MessageView(b"\x00raw", {"color": "red"}, "ok", "9", 1000),
+        0,
+        PushTarget("http://e", no_wrapper=True, write_metadata=True),
+    )
     assert meta.body == b"\x00raw"
     assert meta.headers == {
         "content-type": "application/octet-stream",
-        "x-goog-pubsub-subscription-name": SUB, "x-goog-pubsub-message-id": "9",
-        "x-goog-pubsub-publish-time": "1970-01-01T00:00:01.000Z", "x-goog-pubsub-ordering-key": "ok",
+        "x-goog-pubsub-subscription-name": SUB,
+        "x-goog-pubsub-message-id": "9",
+        "x-goog-pubsub-publish-time": "1970-01-01T00:00:01.000Z",
+        "x-goog-pubsub-ordering-key": "ok",
         "color": "red",
     }
 
 
 def test_attributes_that_cannot_be_headers_are_left_out() -> None:
-    attrs = {"bad key": "x", "Authorization": "Bearer evil", "content-type": "text/html",
-             "x-goog-pubsub-message-id": "forged", "newline": "a\r\nb", "ok": "v\tw", "é": "x",
-             "User-Agent": "other", "Expect": "100-continue", "HOST": "elsewhere.test"}
+    attrs = {
+        "bad key": "x",
+        "Authorization": "Bearer evil",
+        "content-type": "text/html",
+        "x-goog-pubsub-message-id": "forged",
+        "newline": "a\r\nb",
+        "ok": "v\tw",
+        "é": "x",
+        "User-Agent": "other",
+        "Expect": "100-continue",
+        "HOST": "elsewhere.test",
+    }
     headers = body.metadata_headers(SUB, MessageView(b"", attrs, "", "5", 0))
     assert headers["x-goog-pubsub-message-id"] == "5"
     assert {k for k in headers if not k.startswith("x-goog-pubsub")} == {"ok"}
@@ -77,21 +95,33 @@ def test_success_statuses() -> None:
 
 
 @hsettings(max_examples=200, deadline=None, database=None)
-@given(data=st.binary(max_size=100), attrs=st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=20)),
-       attempt=st.integers(0, 100))
+@given(
+    data=st.binary(max_size=100),
+    attrs=st.dictionaries(st.text(min_size=1, max_size=10), st.text(max_size=20)),
+    attempt=st.integers(0, 100),
+)
 def test_wrapped_body_round_trips(data: bytes, attrs: dict[str, str], attempt: int) -> None:
-    out = json.loads(body.build(SUB, MessageView(data, attrs, "", "1", 5), attempt, PushTarget("http://e")).body)
+    out = json.loads(
+        body.build(SUB, MessageView(data, attrs, "", "1", 5), attempt, PushTarget("http://e")).body
+    )
     assert base64.b64decode(out["message"]["data"]) == data
     assert out["message"]["attributes"] == attrs
     assert out.get("deliveryAttempt", 0) == attempt
 
 
 @hsettings(max_examples=300, deadline=None, database=None)
-@given(data=st.binary(max_size=64), attrs=st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=12)),
-       key=st.text(max_size=12), mid=st.one_of(st.integers(0, 2**60).map(str), st.text(max_size=10)),
-       ms=st.integers(0, 2**42), attempt=st.integers(0, 100), sub=st.text(max_size=30))
-def test_assembled_json_is_the_wrapped_dict(data: bytes, attrs: dict[str, str], key: str, mid: str, ms: int,
-                                            attempt: int, sub: str) -> None:
+@given(
+    data=st.binary(max_size=64),
+    attrs=st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=12)),
+    key=st.text(max_size=12),
+    mid=st.one_of(st.integers(0, 2**60).map(str), st.text(max_size=10)),
+    ms=st.integers(0, 2**42),
+    attempt=st.integers(0, 100),
+    sub=st.text(max_size=30),
+)
+def test_assembled_json_is_the_wrapped_dict(
+    data: bytes, attrs: dict[str, str], key: str, mid: str, ms: int, attempt: int, sub: str
+) -> None:
     msg = MessageView(data, attrs, key, mid, ms)
     assert json.loads(body.wrapped_json(sub, msg, attempt)) == _documented(sub, msg, attempt)
 
@@ -100,9 +130,12 @@ def _documented(subscription: str, message: MessageView, attempt: int) -> dict[s
     """The wrapped body as the push documentation describes it, field by field."""
     published = body.rfc3339(message.publish_time_ms)
     inner: dict[str, object] = {
-        "attributes": dict(message.attributes), "data": base64.b64encode(message.data).decode(),
-        "messageId": message.message_id, "message_id": message.message_id,
-        "publishTime": published, "publish_time": published,
+        "attributes": dict(message.attributes),
+        "data": base64.b64encode(message.data).decode(),
+        "messageId": message.message_id,
+        "message_id": message.message_id,
+        "publishTime": published,
+        "publish_time": published,
     }
     if message.ordering_key:
         inner["orderingKey"] = message.ordering_key

@@ -34,14 +34,23 @@ class StubResolver(AbstractResolver):
         self.answers = answers
         self.lookups: list[str] = []
 
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         self.lookups.append(host)
         turns = self.answers[host]
         found = turns.pop(0) if len(turns) > 1 else turns[0]
-        return [ResolveResult(hostname=host, host=a, port=port,
-                              family=socket.AF_INET6 if ":" in a else socket.AF_INET,
-                              proto=0, flags=socket.AI_NUMERICHOST) for a in found]
+        return [
+            ResolveResult(
+                hostname=host,
+                host=a,
+                port=port,
+                family=socket.AF_INET6 if ":" in a else socket.AF_INET,
+                proto=0,
+                flags=socket.AI_NUMERICHOST,
+            )
+            for a in found
+        ]
 
     async def close(self) -> None:
         pass
@@ -59,8 +68,11 @@ class Server:
             while True:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode()
                 self.heads.append(head)
-                length = next(int(line.split(":")[1]) for line in head.split("\r\n")
-                              if line.lower().startswith("content-length"))
+                length = next(
+                    int(line.split(":")[1])
+                    for line in head.split("\r\n")
+                    if line.lower().startswith("content-length")
+                )
                 await reader.readexactly(length)
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
                 await writer.drain()
@@ -81,7 +93,9 @@ async def server() -> AsyncIterator[Server]:
     await listener.wait_closed()
 
 
-async def _post(policy: str, answers: dict[str, list[list[str]]], url: str) -> tuple[sender.Outcome, StubResolver]:
+async def _post(
+    policy: str, answers: dict[str, list[list[str]]], url: str
+) -> tuple[sender.Outcome, StubResolver]:
     resolver = StubResolver(answers)
     client = sender.PushClient(2, policy, resolver=resolver)  # type: ignore[arg-type]
     try:
@@ -91,28 +105,34 @@ async def _post(policy: str, answers: dict[str, list[list[str]]], url: str) -> t
 
 
 async def test_a_name_is_connected_to_the_address_it_resolved_to(server: Server) -> None:
-    outcome, resolver = await _post("any", {"push.test": [["127.0.0.1"]]}, f"http://push.test:{server.port}/p")
+    outcome, resolver = await _post(
+        "any", {"push.test": [["127.0.0.1"]]}, f"http://push.test:{server.port}/p"
+    )
     assert outcome == sender.Outcome(True, "HTTP 200")
     assert resolver.lookups == ["push.test"]
     assert f"Host: push.test:{server.port}\r\n" in server.heads[0], "Host names the URL's host"
 
 
-@pytest.mark.parametrize(("policy", "addresses"), [
-    ("public", ["127.0.0.1"]),
-    ("public", ["::1"]),
-    ("public", ["::ffff:127.0.0.1"]),
-    ("public", ["10.1.2.3"]),
-    ("public", ["100.64.0.9"]),
-    ("public", ["8.8.8.8", "127.0.0.1"]),  # one refused address refuses the name
-    ("any", ["169.254.169.254"]),
-    ("any", ["::ffff:169.254.169.254"]),
-    ("any", ["fe80::1%1"]),
-    ("any", ["0.0.0.0"]),
-    ("any", ["127.0.0.1", "169.254.169.254"]),
-    ("any", ["not-an-address"]),
-])
+@pytest.mark.parametrize(
+    ("policy", "addresses"),
+    [
+        ("public", ["127.0.0.1"]),
+        ("public", ["::1"]),
+        ("public", ["::ffff:127.0.0.1"]),
+        ("public", ["10.1.2.3"]),
+        ("public", ["100.64.0.9"]),
+        ("public", ["8.8.8.8", "127.0.0.1"]),  # one refused address refuses the name
+        ("any", ["169.254.169.254"]),
+        ("any", ["::ffff:169.254.169.254"]),
+        ("any", ["fe80::1%1"]),
+        ("any", ["0.0.0.0"]),
+        ("any", ["127.0.0.1", "169.254.169.254"]),
+        ("any", ["not-an-address"]),
+    ],
+)
 async def test_names_resolving_to_refused_addresses_are_not_connected(
-        server: Server, policy: str, addresses: list[str]) -> None:
+    server: Server, policy: str, addresses: list[str]
+) -> None:
     outcome, _ = await _post(policy, {"rebind.test": [addresses]}, f"http://rebind.test:{server.port}/")
     assert not outcome.ok and outcome.refused, outcome
     assert outcome.detail.startswith("rebind.test resolves to "), outcome
@@ -136,18 +156,21 @@ async def test_a_name_that_changes_its_answer_is_checked_at_each_lookup(server: 
     assert server.connections == 1 and len(server.heads) == 1
 
 
-@pytest.mark.parametrize(("policy", "url"), [
-    ("any", "http://169.254.169.254:{port}/"),
-    ("any", "http://0xa9fea9fe:{port}/"),
-    ("any", "http://[::ffff:169.254.169.254]:{port}/"),
-    ("any", "http://[fe80::1%25lo]:{port}/"),
-    ("any", "http://0.0.0.0:{port}/"),
-    ("any", "http://[::]:{port}/"),
-    ("public", "http://127.0.0.1:{port}/"),
-    ("public", "http://0x7f000001:{port}/"),
-    ("public", "http://[::ffff:127.0.0.1]:{port}/"),
-    ("public", "http://user:pw@127.0.0.1:{port}/"),
-])
+@pytest.mark.parametrize(
+    ("policy", "url"),
+    [
+        ("any", "http://169.254.169.254:{port}/"),
+        ("any", "http://0xa9fea9fe:{port}/"),
+        ("any", "http://[::ffff:169.254.169.254]:{port}/"),
+        ("any", "http://[fe80::1%25lo]:{port}/"),
+        ("any", "http://0.0.0.0:{port}/"),
+        ("any", "http://[::]:{port}/"),
+        ("public", "http://127.0.0.1:{port}/"),
+        ("public", "http://0x7f000001:{port}/"),
+        ("public", "http://[::ffff:127.0.0.1]:{port}/"),
+        ("public", "http://user:pw@127.0.0.1:{port}/"),
+    ],
+)
 async def test_literal_addresses_are_judged_without_a_resolver(server: Server, policy: str, url: str) -> None:
     outcome, resolver = await _post(policy, {}, url.format(port=server.port))
     assert not outcome.ok and outcome.refused, outcome
@@ -168,7 +191,9 @@ class RefusingEndpoint:
         self.core = core
         self.posts = 0
 
-    async def post(self, url: str, request: PushRequest, time_left: float, token: str | None) -> sender.Outcome:
+    async def post(
+        self, url: str, request: PushRequest, time_left: float, token: str | None
+    ) -> sender.Outcome:
         self.posts += 1
         self.core.changed.set()
         await asyncio.sleep(0)
@@ -176,19 +201,29 @@ class RefusingEndpoint:
 
 
 def _resource(endpoint: str) -> Any:
-    push = SimpleNamespace(push_endpoint=endpoint, no_wrapper=SimpleNamespace(write_metadata=False),
-                           oidc_token=SimpleNamespace(service_account_email="", audience=""),
-                           HasField=lambda _: False)
+    push = SimpleNamespace(
+        push_endpoint=endpoint,
+        no_wrapper=SimpleNamespace(write_metadata=False),
+        oidc_token=SimpleNamespace(service_account_email="", audience=""),
+        HasField=lambda _: False,
+    )
     proto = SimpleNamespace(push_config=push, ack_deadline_seconds=10, HasField=lambda _: False)
     return SimpleNamespace(name=SUB, meta={"uid": "u1"}, proto=proto)
 
 
 async def test_refused_pushes_are_nacked_backed_off_and_warned_about_rarely(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     core = FakeCore(3)
     endpoint = RefusingEndpoint(core)
-    d = dispatcher_mod.Dispatcher(_resource("http://user:s3cret@rebind.test/p?token=t0ken"), core, endpoint,  # type: ignore[arg-type]
-                                  TokenSigner(list, "http://i"), 100, max_senders=10)
+    d = dispatcher_mod.Dispatcher(
+        _resource("http://user:s3cret@rebind.test/p?token=t0ken"),
+        core,
+        endpoint,  # type: ignore[arg-type]
+        TokenSigner(list, "http://i"),
+        100,
+        max_senders=10,
+    )
     caplog.set_level(logging.DEBUG, logger="gateway.push")
     d.start()
     try:
@@ -209,8 +244,14 @@ async def test_refused_pushes_are_nacked_backed_off_and_warned_about_rarely(
 
 async def test_the_warning_repeats_once_a_minute_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
     core = FakeCore(0)
-    d = dispatcher_mod.Dispatcher(_resource("http://rebind.test/"), core, RefusingEndpoint(core),  # type: ignore[arg-type]
-                                  TokenSigner(list, "http://i"), 100, max_senders=10)
+    d = dispatcher_mod.Dispatcher(
+        _resource("http://rebind.test/"),
+        core,
+        RefusingEndpoint(core),  # type: ignore[arg-type]
+        TokenSigner(list, "http://i"),
+        100,
+        max_senders=10,
+    )
     refused = sender.Outcome(False, "refused", refused=True)
     caplog.set_level(logging.WARNING, logger="gateway.push")
     for now in (0.0, 1.0, 30.0, 59.0, 61.0, 62.0, 125.0):
@@ -220,4 +261,3 @@ async def test_the_warning_repeats_once_a_minute_with_a_count(caplog: pytest.Log
     assert "since the previous" not in messages[0]
     assert "(4 refused since the previous warning)" in messages[1]
     assert "(2 refused since the previous warning)" in messages[2]
-

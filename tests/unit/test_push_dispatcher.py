@@ -123,17 +123,27 @@ class FakeEndpoint:
 
 
 def _resource() -> Any:
-    push = SimpleNamespace(push_endpoint="http://e.test/push", no_wrapper=SimpleNamespace(write_metadata=False),
-                           oidc_token=SimpleNamespace(service_account_email="", audience=""),
-                           HasField=lambda _: False)
+    push = SimpleNamespace(
+        push_endpoint="http://e.test/push",
+        no_wrapper=SimpleNamespace(write_metadata=False),
+        oidc_token=SimpleNamespace(service_account_email="", audience=""),
+        HasField=lambda _: False,
+    )
     proto = SimpleNamespace(push_config=push, ack_deadline_seconds=10, HasField=lambda _: False)
     return SimpleNamespace(name=SUB, meta={"uid": "u1"}, proto=proto)
 
 
-async def _run(core: FakeCore, endpoint: FakeEndpoint, done: Callable[[], bool],
-               max_window: int = 1000) -> dispatcher_mod.Dispatcher:
-    d = dispatcher_mod.Dispatcher(_resource(), core, endpoint, TokenSigner(list, "http://i"), max_window,  # type: ignore[arg-type]
-                                  max_senders=50)
+async def _run(
+    core: FakeCore, endpoint: FakeEndpoint, done: Callable[[], bool], max_window: int = 1000
+) -> dispatcher_mod.Dispatcher:
+    d = dispatcher_mod.Dispatcher(
+        _resource(),
+        core,
+        endpoint,
+        TokenSigner(list, "http://i"),
+        max_window,  # type: ignore[arg-type]
+        max_senders=50,
+    )
     d.start()
     await _until(core, done, 20)
     await d.stop(grace=5)
@@ -187,8 +197,14 @@ async def test_stop_lets_pushes_in_flight_finish() -> None:
 async def test_stop_cancels_and_nacks_what_outlives_the_grace() -> None:
     core = FakeCore(2)
     endpoint = FakeEndpoint(core, lambda _: True, latency=30)
-    d = dispatcher_mod.Dispatcher(_resource(), core, endpoint, TokenSigner(list, "http://i"), 10,  # type: ignore[arg-type]
-                                  max_senders=50)
+    d = dispatcher_mod.Dispatcher(
+        _resource(),
+        core,
+        endpoint,
+        TokenSigner(list, "http://i"),
+        10,  # type: ignore[arg-type]
+        max_senders=50,
+    )
     d.start()
     await _until(core, lambda: endpoint.active == 2, 5)
     await d.stop(grace=0.1)

@@ -93,8 +93,10 @@ def test_policy_table(text: str, verdict: str) -> None:
 def test_reasons_name_the_range_and_the_policy() -> None:
     why = endpoints.refusal(ipaddress.ip_address("169.254.169.254"), "any")
     assert why == "link-local (the cloud metadata address): never a push destination"
-    assert endpoints.refusal(ipaddress.ip_address("127.0.0.1"), "public") == \
-        "loopback: refused by --push-destinations public"
+    assert (
+        endpoints.refusal(ipaddress.ip_address("127.0.0.1"), "public")
+        == "loopback: refused by --push-destinations public"
+    )
     mapped = endpoints.refusal(ipaddress.ip_address("::ffff:10.0.0.1"), "public")
     assert mapped == "an IPv6 form of 10.0.0.1, which is private: refused by --push-destinations public"
 
@@ -102,12 +104,28 @@ def test_reasons_name_the_range_and_the_policy() -> None:
 # Every spelling of the cloud metadata address that a URL can carry and something down the line
 # (yarl, aiohttp, getaddrinfo/inet_aton, IDNA) reads as 169.254.169.254.
 METADATA_SPELLINGS = [
-    "169.254.169.254", "0xa9fea9fe", "0XA9FEA9FE", "2852039166", "025177524776", "169.254.43518",
-    "169.16689662", "0251.0376.0251.0376", "0xa9.0xfe.0xa9.0xfe", "0xa9.254.0251.254", "169.254.169.254.", "169.254.169.254..",
-    "%31%36%39.254.169.254", "\u2460\u2465\u2468.\u2461\u2464\u2463.\u2460\u2465\u2468.\u2461\u2464\u2463",
+    "169.254.169.254",
+    "0xa9fea9fe",
+    "0XA9FEA9FE",
+    "2852039166",
+    "025177524776",
+    "169.254.43518",
+    "169.16689662",
+    "0251.0376.0251.0376",
+    "0xa9.0xfe.0xa9.0xfe",
+    "0xa9.254.0251.254",
+    "169.254.169.254.",
+    "169.254.169.254..",
+    "%31%36%39.254.169.254",
+    "\u2460\u2465\u2468.\u2461\u2464\u2463.\u2460\u2465\u2468.\u2461\u2464\u2463",
     "\uff11\uff16\uff19\uff0e\uff12\uff15\uff14\uff0e\uff11\uff16\uff19\uff0e\uff12\uff15\uff14",
-    "169\u3002254\u3002169\u3002254", "[::ffff:169.254.169.254]", "::ffff:a9fe:a9fe", "0:0:0:0:0:ffff:a9fe:a9fe",
-    "::ffff:169.254.169.254", "64:ff9b::169.254.169.254", "::169.254.169.254",
+    "169\u3002254\u3002169\u3002254",
+    "[::ffff:169.254.169.254]",
+    "::ffff:a9fe:a9fe",
+    "0:0:0:0:0:ffff:a9fe:a9fe",
+    "::ffff:169.254.169.254",
+    "64:ff9b::169.254.169.254",
+    "::169.254.169.254",
 ]
 
 
@@ -116,34 +134,54 @@ def test_every_spelling_of_the_metadata_address_is_read_as_an_address(host: str)
     address = endpoints.host_address(host)
     assert address is not None
     assert endpoints.refusal(address, "any") is not None
-    url = f"http://{host}/computeMetadata/v1/" if not host.startswith(":") and ":" not in host[:6] \
+    url = (
+        f"http://{host}/computeMetadata/v1/"
+        if not host.startswith(":") and ":" not in host[:6]
         else f"http://[{host.strip('[]')}]/computeMetadata/v1/"
+    )
     assert endpoints.endpoint_refusal(url, "any") is not None, url
 
 
-@pytest.mark.parametrize("host", ["localhost", "example.com", "metadata.google.internal", "1.2.3.4.5",
-                                  "0x", "08.1", "1..2", "256.1.1.1.", "xn--nxasmq6b", "a9fea9fe", "::g"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost",
+        "example.com",
+        "metadata.google.internal",
+        "1.2.3.4.5",
+        "0x",
+        "08.1",
+        "1..2",
+        "256.1.1.1.",
+        "xn--nxasmq6b",
+        "a9fea9fe",
+        "::g",
+    ],
+)
 def test_names_are_not_addresses(host: str) -> None:
     assert endpoints.host_address(host) is None
 
 
-@pytest.mark.parametrize(("url", "policy", "refused"), [
-    ("http://169.254.169.254/latest/meta-data/", "any", True),
-    ("http://user:pw@169.254.169.254:8080/", "any", True),
-    ("https://[fe80::1%25eth0]:8443/", "any", True),
-    ("http://evil\\@169.254.169.254/", "any", True),  # urllib's host; yarl refuses the URL
-    ("http://a@b@169.254.169.254/", "any", True),
-    ("http://127.0.0.1:8080/push", "any", False),
-    ("http://127.0.0.1:8080/push", "public", True),
-    ("http://127.1:8080/push", "public", True),
-    ("http://0x7f000001/push", "public", True),
-    ("http://[::1]:8080/push", "public", True),
-    ("http://10.0.0.7/push", "public", True),
-    ("http://localhost:8080/push", "public", False),  # a name: judged when pushing
-    ("http://push.example.com/", "public", False),
-    ("https://8.8.8.8/", "public", False),
-    ("http://169.254.169.254@example.com/", "public", False),  # userinfo, not the host
-])
+@pytest.mark.parametrize(
+    ("url", "policy", "refused"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", "any", True),
+        ("http://user:pw@169.254.169.254:8080/", "any", True),
+        ("https://[fe80::1%25eth0]:8443/", "any", True),
+        ("http://evil\\@169.254.169.254/", "any", True),  # urllib's host; yarl refuses the URL
+        ("http://a@b@169.254.169.254/", "any", True),
+        ("http://127.0.0.1:8080/push", "any", False),
+        ("http://127.0.0.1:8080/push", "public", True),
+        ("http://127.1:8080/push", "public", True),
+        ("http://0x7f000001/push", "public", True),
+        ("http://[::1]:8080/push", "public", True),
+        ("http://10.0.0.7/push", "public", True),
+        ("http://localhost:8080/push", "public", False),  # a name: judged when pushing
+        ("http://push.example.com/", "public", False),
+        ("https://8.8.8.8/", "public", False),
+        ("http://169.254.169.254@example.com/", "public", False),  # userinfo, not the host
+    ],
+)
 def test_endpoint_refusal(url: str, policy: endpoints.Policy, refused: bool) -> None:
     assert (endpoints.endpoint_refusal(url, policy) is not None) == refused
 
@@ -166,8 +204,11 @@ def test_inet_aton_reads_what_the_c_library_reads(text: str) -> None:
     assert endpoints.inet_aton(text) == _c_inet_aton(text)
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 4), st.lists(st.sampled_from(["d", "o", "x"]), min_size=4,
-                                                              max_size=4))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(1, 4),
+    st.lists(st.sampled_from(["d", "o", "x"]), min_size=4, max_size=4),
+)
 def test_inet_aton_reads_every_base_and_part_count(number: int, count: int, bases: list[str]) -> None:
     sizes = [1] * (count - 1) + [4 - (count - 1)]
     parts, shift = [], 32
@@ -179,24 +220,30 @@ def test_inet_aton_reads_every_base_and_part_count(number: int, count: int, base
     assert endpoints.inet_aton(text) == ipaddress.IPv4Address(number) == _c_inet_aton(text)
 
 
-@pytest.mark.parametrize(("url", "masked"), [
-    ("http://user:pw@host/p", "http://***@host/p"),
-    ("https://user@host:8443/p", "https://***@host:8443/p"),
-    ("http://a@b:c@host/", "http://***@host/"),
-    ("http://user:pw@[::1]:80/", "http://***@[::1]:80/"),
-    ("http://host/p?token=abc&x=1", "http://host/p?token=***&x=1"),
-    ("http://host/p?x=1&access_token=a&API_KEY=b&sig=c&password=d", "http://host/p?x=1&access_token=***&API_KEY=***&sig=***&password=***"),
-    ("http://host/p#secret", "http://host/p#***"),
-    ("http://host/p?q=1", "http://host/p?q=1"),
-    ("http://host/", "http://host/"),
-    ("http://user:pa/ss@host/", "http://***@host/"),  # not a URL with that password: masked anyway
-    ("http://user:12/ss@host/x", "http://user:12/***@host/x"),  # host "user", port 12: the rest is masked
-    ("http://host/users/@me", "http://host/users/@me"),
-    ("http://user:p#w@host/", "http://***@host/"),
-    ("http://user:pw@host:notaport/", "http://***@host:notaport/"),
-    ("http:user:pw@host", "http:***@host"),
-    ("ftp://user:pw@host/", "ftp://***@host/"),
-])
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("http://user:pw@host/p", "http://***@host/p"),
+        ("https://user@host:8443/p", "https://***@host:8443/p"),
+        ("http://a@b:c@host/", "http://***@host/"),
+        ("http://user:pw@[::1]:80/", "http://***@[::1]:80/"),
+        ("http://host/p?token=abc&x=1", "http://host/p?token=***&x=1"),
+        (
+            "http://host/p?x=1&access_token=a&API_KEY=b&sig=c&password=d",
+            "http://host/p?x=1&access_token=***&API_KEY=***&sig=***&password=***",
+        ),
+        ("http://host/p#secret", "http://host/p#***"),
+        ("http://host/p?q=1", "http://host/p?q=1"),
+        ("http://host/", "http://host/"),
+        ("http://user:pa/ss@host/", "http://***@host/"),  # not a URL with that password: masked anyway
+        ("http://user:12/ss@host/x", "http://user:12/***@host/x"),  # host "user", port 12: the rest is masked
+        ("http://host/users/@me", "http://host/users/@me"),
+        ("http://user:p#w@host/", "http://***@host/"),
+        ("http://user:pw@host:notaport/", "http://***@host:notaport/"),
+        ("http:user:pw@host", "http:***@host"),
+        ("ftp://user:pw@host/", "ftp://***@host/"),
+    ],
+)
 def test_mask(url: str, masked: str) -> None:
     assert endpoints.mask(url) == masked
 
@@ -213,29 +260,37 @@ def test_mask_never_shows_the_password(user: str, password: str) -> None:
 #    ModifyPushConfig answer INVALID_ARGUMENT with this, gateway.core.subscriptions) ------------
 
 
-@pytest.mark.parametrize(("url", "policy", "says"), [
-    ("http://169.254.169.254/", "any", "link-local"),
-    ("http://0xa9fea9fe/", "any", "0xa9fea9fe (169.254.169.254) is link-local"),
-    ("http://[::ffff:169.254.169.254]/", "any", "IPv6 form of 169.254.169.254"),
-    ("http://127.0.0.1:8080/", "public", "loopback: refused by --push-destinations public"),
-    ("http://user:s3cret@10.0.0.1/?token=t0ken", "public", "10.0.0.1 is private"),
-    ("ftp://user:s3cret@example.com/", "any", "it must be an http or https URL with a host"),
-    ("http://evil\\@example.com/", "any", "it must be an http"),  # the sender's yarl refuses it
-    ("http:///path", "any", "it must be an http"),
-    ("http://host:99999/", "any", "it must be an http"),
-    ("http://host/a b", "any", "it must be an http"),
-    ("file:///etc/passwd", "any", "it must be an http"),
-])
+@pytest.mark.parametrize(
+    ("url", "policy", "says"),
+    [
+        ("http://169.254.169.254/", "any", "link-local"),
+        ("http://0xa9fea9fe/", "any", "0xa9fea9fe (169.254.169.254) is link-local"),
+        ("http://[::ffff:169.254.169.254]/", "any", "IPv6 form of 169.254.169.254"),
+        ("http://127.0.0.1:8080/", "public", "loopback: refused by --push-destinations public"),
+        ("http://user:s3cret@10.0.0.1/?token=t0ken", "public", "10.0.0.1 is private"),
+        ("ftp://user:s3cret@example.com/", "any", "it must be an http or https URL with a host"),
+        ("http://evil\\@example.com/", "any", "it must be an http"),  # the sender's yarl refuses it
+        ("http:///path", "any", "it must be an http"),
+        ("http://host:99999/", "any", "it must be an http"),
+        ("http://host/a b", "any", "it must be an http"),
+        ("file:///etc/passwd", "any", "it must be an http"),
+    ],
+)
 def test_problems_of_endpoints(url: str, policy: endpoints.Policy, says: str) -> None:
     problem = endpoints.problem(url, policy)
     assert problem is not None and says in problem, problem
     assert "s3cret" not in problem and "t0ken" not in problem
 
 
-@pytest.mark.parametrize(("url", "policy"), [
-    ("http://127.0.0.1:8080/push", "any"), ("http://localhost/push", "public"),
-    ("https://user:pw@push.example.com/x?token=1", "public"), ("http://[2606:4700::1]/", "public"),
-])
+@pytest.mark.parametrize(
+    ("url", "policy"),
+    [
+        ("http://127.0.0.1:8080/push", "any"),
+        ("http://localhost/push", "public"),
+        ("https://user:pw@push.example.com/x?token=1", "public"),
+        ("http://[2606:4700::1]/", "public"),
+    ],
+)
 def test_endpoints_without_problems(url: str, policy: endpoints.Policy) -> None:
     assert endpoints.problem(url, policy) is None
 
@@ -257,7 +312,12 @@ def test_push_destinations_flag_and_environment() -> None:
     assert parse([]).push_destinations == "any"
     assert parse(["--push-destinations", "public"]).push_destinations == "public"
     assert parse([], {"PUBSUB_GATEWAY_PUSH_DESTINATIONS": "Public"}).push_destinations == "public"
-    assert parse(["--push-destinations", "any"], {"PUBSUB_GATEWAY_PUSH_DESTINATIONS": "public"}).push_destinations == "any"
+    assert (
+        parse(
+            ["--push-destinations", "any"], {"PUBSUB_GATEWAY_PUSH_DESTINATIONS": "public"}
+        ).push_destinations
+        == "any"
+    )
     for bad in ("private", "", "none", "public,any"):
         with pytest.raises(SettingsError, match="--push-destinations"):
             parse(["--push-destinations", bad])

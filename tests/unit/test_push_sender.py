@@ -100,41 +100,65 @@ async def client() -> AsyncIterator[sender.PushClient]:
     await http.close()
 
 
-async def test_the_request_on_the_wire(serve: Callable[..., Awaitable[Endpoint]],
-                                       client: sender.PushClient) -> None:
+async def test_the_request_on_the_wire(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda _: reply(200, b"fine"))
-    request = PushRequest(b"\x00raw", {"content-type": "application/octet-stream", "x-goog-pubsub-message-id": "7"})
+    request = PushRequest(
+        b"\x00raw", {"content-type": "application/octet-stream", "x-goog-pubsub-message-id": "7"}
+    )
     outcome = await client.post(f"http://127.0.0.1:{ep.port}/push/here?token=a%20b", request, 5, "tok.en.sig")
     assert outcome == sender.Outcome(True, "HTTP 200")
-    (line, headers, body), = ep.requests
+    ((line, headers, body),) = ep.requests
     assert line == "POST /push/here?token=a%20b HTTP/1.1"
     assert headers == {
-        "Host": f"127.0.0.1:{ep.port}", "User-Agent": sender.USER_AGENT,
-        "content-type": "application/octet-stream", "x-goog-pubsub-message-id": "7",
-        "Authorization": "Bearer tok.en.sig", "Content-Length": "4",
+        "Host": f"127.0.0.1:{ep.port}",
+        "User-Agent": sender.USER_AGENT,
+        "content-type": "application/octet-stream",
+        "x-goog-pubsub-message-id": "7",
+        "Authorization": "Bearer tok.en.sig",
+        "Content-Length": "4",
     }
     assert body == b"\x00raw"
 
 
-async def test_user_and_password_in_the_url_are_basic_auth(serve: Callable[..., Awaitable[Endpoint]],
-                                                            client: sender.PushClient) -> None:
+async def test_user_and_password_in_the_url_are_basic_auth(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda _: reply(204))
     assert (await client.post(f"http://user:pw@127.0.0.1:{ep.port}/", JSON, 5, None)).ok
     assert ep.requests[0][1]["Authorization"] == "Basic dXNlcjpwdw=="
     assert ep.requests[0][0] == "POST / HTTP/1.1"
 
 
-@pytest.mark.parametrize(("status", "ok"), [(200, True), (201, True), (202, True), (204, True), (203, False),
-                                            (301, False), (400, False), (429, False), (500, False), (503, False)])
-async def test_only_the_success_statuses_ack(serve: Callable[..., Awaitable[Endpoint]],
-                                             client: sender.PushClient, status: int, ok: bool) -> None:
+@pytest.mark.parametrize(
+    ("status", "ok"),
+    [
+        (200, True),
+        (201, True),
+        (202, True),
+        (204, True),
+        (203, False),
+        (301, False),
+        (400, False),
+        (429, False),
+        (500, False),
+        (503, False),
+    ],
+)
+async def test_only_the_success_statuses_ack(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient, status: int, ok: bool
+) -> None:
     ep = await serve(lambda _: reply(status, extra="Location: http://elsewhere.test/\r\n"))
-    assert await client.post(f"http://127.0.0.1:{ep.port}/", JSON, 5, None) == sender.Outcome(ok, f"HTTP {status}")
+    assert await client.post(f"http://127.0.0.1:{ep.port}/", JSON, 5, None) == sender.Outcome(
+        ok, f"HTTP {status}"
+    )
     assert len(ep.requests) == 1, "redirects are not followed"
 
 
-async def test_connections_are_kept_alive_and_bounded(serve: Callable[..., Awaitable[Endpoint]],
-                                                      client: sender.PushClient) -> None:
+async def test_connections_are_kept_alive_and_bounded(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda _: reply(200, b"ok"))
     url = f"http://127.0.0.1:{ep.port}/"
     for _ in range(20):
@@ -145,8 +169,9 @@ async def test_connections_are_kept_alive_and_bounded(serve: Callable[..., Await
     assert ep.connections == 4, "at most max_connections at once, each reused"
 
 
-async def test_102_is_a_success_and_its_connection_is_not_reused(serve: Callable[..., Awaitable[Endpoint]],
-                                                                  client: sender.PushClient) -> None:
+async def test_102_is_a_success_and_its_connection_is_not_reused(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda n: b"HTTP/1.1 102 Processing\r\n\r\n" if n == 1 else reply(200))
     url = f"http://127.0.0.1:{ep.port}/"
     assert await client.post(url, JSON, 5, None) == sender.Outcome(True, "HTTP 102")
@@ -154,23 +179,32 @@ async def test_102_is_a_success_and_its_connection_is_not_reused(serve: Callable
     assert ep.connections == 2, "the final response of the first request would follow on the first"
 
 
-async def test_other_interim_statuses_precede_the_final_one(serve: Callable[..., Awaitable[Endpoint]],
-                                                            client: sender.PushClient) -> None:
+async def test_other_interim_statuses_precede_the_final_one(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda _: b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n" + reply(500))
-    assert await client.post(f"http://127.0.0.1:{ep.port}/", JSON, 5, None) == sender.Outcome(False, "HTTP 500")
+    assert await client.post(f"http://127.0.0.1:{ep.port}/", JSON, 5, None) == sender.Outcome(
+        False, "HTTP 500"
+    )
 
 
-async def test_101_is_a_failure_at_once(serve: Callable[..., Awaitable[Endpoint]],
-                                        client: sender.PushClient) -> None:
-    ep = await serve(lambda _: b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n")
+async def test_101_is_a_failure_at_once(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
+    ep = await serve(
+        lambda _: b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"
+    )
     loop = asyncio.get_running_loop()
     started = loop.time()
-    assert await client.post(f"http://127.0.0.1:{ep.port}/", JSON, 5, None) == sender.Outcome(False, "HTTP 101")
+    assert await client.post(f"http://127.0.0.1:{ep.port}/", JSON, 5, None) == sender.Outcome(
+        False, "HTTP 101"
+    )
     assert loop.time() - started < 2, "not held until the deadline"
 
 
 async def test_a_large_answer_is_not_read_whole_and_its_connection_closes(
-        serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient) -> None:
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     big = b"x" * (sender.KEEP_BODY * 4)
     ep = await serve(lambda n: reply(200, big if n == 1 else b"small"))
     url = f"http://127.0.0.1:{ep.port}/"
@@ -180,8 +214,9 @@ async def test_a_large_answer_is_not_read_whole_and_its_connection_closes(
     assert ep.connections == 2, "a new connection after the large answer, then kept"
 
 
-async def test_connection_close_from_the_endpoint_is_respected(serve: Callable[..., Awaitable[Endpoint]],
-                                                               client: sender.PushClient) -> None:
+async def test_connection_close_from_the_endpoint_is_respected(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda _: reply(200, extra="Connection: close\r\n"))
     url = f"http://127.0.0.1:{ep.port}/"
     for _ in range(3):
@@ -189,8 +224,9 @@ async def test_connection_close_from_the_endpoint_is_respected(serve: Callable[.
     assert ep.connections == 3
 
 
-async def test_no_answer_within_the_time_left_is_a_timeout(serve: Callable[..., Awaitable[Endpoint]],
-                                                           client: sender.PushClient) -> None:
+async def test_no_answer_within_the_time_left_is_a_timeout(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda n: None if n == 1 else reply(200))
     url = f"http://127.0.0.1:{ep.port}/"
     loop = asyncio.get_running_loop()
@@ -201,8 +237,9 @@ async def test_no_answer_within_the_time_left_is_a_timeout(serve: Callable[..., 
     assert ep.connections == 2, "the connection of the unanswered request is dropped"
 
 
-async def test_many_exchanges_time_out_each_by_its_own_deadline(serve: Callable[..., Awaitable[Endpoint]],
-                                                                 client: sender.PushClient) -> None:
+async def test_many_exchanges_time_out_each_by_its_own_deadline(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda _: None)
     url = f"http://127.0.0.1:{ep.port}/"
     loop = asyncio.get_running_loop()
@@ -219,8 +256,9 @@ async def test_many_exchanges_time_out_each_by_its_own_deadline(serve: Callable[
         assert seconds <= took < seconds + late, results
 
 
-async def test_cancelling_a_push_from_outside_is_not_a_timeout(serve: Callable[..., Awaitable[Endpoint]],
-                                                               client: sender.PushClient) -> None:
+async def test_cancelling_a_push_from_outside_is_not_a_timeout(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda _: None)
     push = asyncio.create_task(client.post(f"http://127.0.0.1:{ep.port}/", JSON, 0.2, None))
     await asyncio.sleep(0.1)
@@ -239,16 +277,18 @@ async def test_connection_errors_are_failures(client: sender.PushClient) -> None
     assert not outcome.ok and outcome.detail.startswith("ClientConnectorError"), outcome
 
 
-async def test_tls_certificates_are_verified(serve: Callable[..., Awaitable[Endpoint]],
-                                             client: sender.PushClient) -> None:
+async def test_tls_certificates_are_verified(
+    serve: Callable[..., Awaitable[Endpoint]], client: sender.PushClient
+) -> None:
     ep = await serve(lambda _: reply(200), tls=_self_signed_context())
     outcome = await client.post(f"https://localhost:{ep.port}/", JSON, 5, None)
     assert not outcome.ok and "certificate verify failed" in outcome.detail, outcome
     assert ep.requests == []
 
 
-async def test_https_to_an_endpoint_whose_certificate_is_trusted(serve: Callable[..., Awaitable[Endpoint]],
-                                                                 tmp_path: Path) -> None:
+async def test_https_to_an_endpoint_whose_certificate_is_trusted(
+    serve: Callable[..., Awaitable[Endpoint]], tmp_path: Path
+) -> None:
     """A private CA is trusted by SSL_CERT_FILE in the gateway's environment (docs/push.md); a
     child process, since aiohttp reads the trust store once, when it is imported."""
     context, cert_pem = _self_signed()
@@ -266,9 +306,15 @@ async def test_https_to_an_endpoint_whose_certificate_is_trusted(serve: Callable
         "asyncio.run(main())\n"
     )
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script, f"https://localhost:{ep.port}/tls", stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={**os.environ, "SSL_CERT_FILE": str(tmp_path / "ca.pem")},
-        cwd=Path(__file__).parents[2])
+        sys.executable,
+        "-c",
+        script,
+        f"https://localhost:{ep.port}/tls",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "SSL_CERT_FILE": str(tmp_path / "ca.pem")},
+        cwd=Path(__file__).parents[2],
+    )
     out, err = await asyncio.wait_for(child.communicate(), 60)
     assert child.returncode == 0, err.decode()[-2000:]
     assert out.decode().strip() == "[" + ", ".join([repr(sender.Outcome(True, "HTTP 204"))] * 3) + "]"
@@ -285,17 +331,26 @@ def _self_signed() -> tuple[ssl.SSLContext, bytes]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
     cert_pem = cert.public_bytes(serialization.Encoding.PEM)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     with tempfile.TemporaryDirectory() as folder:
         cert_file, key_file = Path(folder) / "cert.pem", Path(folder) / "key.pem"
         cert_file.write_bytes(cert_pem)
-        key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                               serialization.NoEncryption()))
+        key_file.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+        )
         context.load_cert_chain(cert_file, key_file)
     return context, cert_pem

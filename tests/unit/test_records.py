@@ -17,13 +17,20 @@ HYP = hsettings(max_examples=200, deadline=None, database=None)
 # Protobuf strings are valid Unicode: no lone surrogates.
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)))
 attribute_keys = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)
-attributes = st.dictionaries(attribute_keys, st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40), max_size=8)
+attributes = st.dictionaries(
+    attribute_keys, st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40), max_size=8
+)
 ordering_keys = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=100)
 
 
-def record(key: bytes | None, value: bytes | None, headers, partition: int = 0, offset: int = 0,  # type: ignore[no-untyped-def]
-           timestamp_ms: int = 1) -> Record:
+def record(
+    key: bytes | None,
+    value: bytes | None,
+    headers,
+    partition: int = 0,
+    offset: int = 0,  # type: ignore[no-untyped-def]
+    timestamp_ms: int = 1,
+) -> Record:
     return Record(partition, offset, timestamp_ms, key, value, headers)
 
 
@@ -36,8 +43,9 @@ def record(key: bytes | None, value: bytes | None, headers, partition: int = 0, 
     offset=st.integers(0, 2**40 - 1),
     ts=st.integers(0, 2**45),
 )
-def test_round_trip(data: bytes, attrs: dict[str, str], ordering_key: str, partition: int,
-                    offset: int, ts: int) -> None:
+def test_round_trip(
+    data: bytes, attrs: dict[str, str], ordering_key: str, partition: int, offset: int, ts: int
+) -> None:
     key, value, headers = records.to_record(data, attrs, ordering_key)
     assert value == data
     assert (key is None) == (ordering_key == "")
@@ -137,11 +145,18 @@ def test_none_value_is_empty_data() -> None:
 @given(
     key=st.none() | st.binary(max_size=1100),
     value=st.none() | st.binary(max_size=50),
-    headers=st.none() | st.lists(st.tuples(st.text(min_size=1, max_size=10).filter(lambda s: not s.endswith("-base64") and s != "kafka-key"),
-                                           st.none() | st.binary(max_size=20)), max_size=5),
+    headers=st.none()
+    | st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=10).filter(lambda s: not s.endswith("-base64") and s != "kafka-key"),
+            st.none() | st.binary(max_size=20),
+        ),
+        max_size=5,
+    ),
 )
-def test_any_foreign_record_maps(key: bytes | None, value: bytes | None,
-                                 headers: list[tuple[str, bytes | None]] | None) -> None:
+def test_any_foreign_record_maps(
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
+) -> None:
     view = records.to_message(record(key, value, headers))
     assert view.data == (value or b"")
     for name, _raw in headers or ():

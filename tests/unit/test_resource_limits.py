@@ -26,37 +26,43 @@ def refused(labels: dict[str, str], *fragments: str, own: dict[str, int] | None 
 # -- labels ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("labels", [
-    {},
-    {"team": "a"},
-    {"k": ""},  # values may be empty
-    {"a" * 63: "b" * 63},
-    {"env_1-x": "prod_2-y"},
-    {"ключ": "значение"},  # lowercase letters of other scripts
-    {"名前": "値"},  # letters without case ("international characters")
-    {"k": "٣"},  # digits of any script
-    {f"k{i}": "v" for i in range(64)},
-])
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {},
+        {"team": "a"},
+        {"k": ""},  # values may be empty
+        {"a" * 63: "b" * 63},
+        {"env_1-x": "prod_2-y"},
+        {"ключ": "значение"},  # lowercase letters of other scripts
+        {"名前": "値"},  # letters without case ("international characters")
+        {"k": "٣"},  # digits of any script
+        {f"k{i}": "v" for i in range(64)},
+    ],
+)
 def test_valid_labels(labels: dict[str, str]) -> None:
     limits.check_labels(labels)
 
 
-@pytest.mark.parametrize(("labels", "fragment"), [
-    ({"Team": "a"}, "label key 'Team'"),  # uppercase key
-    ({"": "a"}, "label key ''"),
-    ({"1team": "a"}, "starts with"),  # must start with a letter
-    ({"_team": "a"}, "starts with"),
-    ({"-team": "a"}, "starts with"),
-    ({"a" * 64: "b"}, "1 to 63 characters"),
-    ({"te am": "a"}, "label key"),
-    ({"te.am": "a"}, "label key"),
-    ({"Ключ": "a"}, "label key"),  # an uppercase letter of another script
-    ({"k": "A"}, "value 'A' of label k"),
-    ({"k": "a.b"}, "value 'a.b'"),
-    ({"k": "a/b"}, "value"),
-    ({"k": "b" * 64}, "at most 63 characters"),
-    ({"k": "🙂"}, "value"),  # a symbol, not a letter
-])
+@pytest.mark.parametrize(
+    ("labels", "fragment"),
+    [
+        ({"Team": "a"}, "label key 'Team'"),  # uppercase key
+        ({"": "a"}, "label key ''"),
+        ({"1team": "a"}, "starts with"),  # must start with a letter
+        ({"_team": "a"}, "starts with"),
+        ({"-team": "a"}, "starts with"),
+        ({"a" * 64: "b"}, "1 to 63 characters"),
+        ({"te am": "a"}, "label key"),
+        ({"te.am": "a"}, "label key"),
+        ({"Ключ": "a"}, "label key"),  # an uppercase letter of another script
+        ({"k": "A"}, "value 'A' of label k"),
+        ({"k": "a.b"}, "value 'a.b'"),
+        ({"k": "a/b"}, "value"),
+        ({"k": "b" * 64}, "at most 63 characters"),
+        ({"k": "🙂"}, "value"),  # a symbol, not a letter
+    ],
+)
 def test_invalid_labels(labels: dict[str, str], fragment: str) -> None:
     refused(labels, fragment, "(labels)")
 
@@ -118,28 +124,42 @@ def test_quota_message_names_the_limit_and_the_setting() -> None:
 
 def test_limit_defaults() -> None:
     s = parse([])
-    assert (s.max_partitions_per_topic, s.max_topics_per_project, s.max_subscriptions_per_project,
-            s.max_snapshots_per_project) == (64, 10_000, 10_000, 5_000)
+    assert (
+        s.max_partitions_per_topic,
+        s.max_topics_per_project,
+        s.max_subscriptions_per_project,
+        s.max_snapshots_per_project,
+    ) == (64, 10_000, 10_000, 5_000)
 
 
 def test_limits_from_flags_and_env() -> None:
-    s = parse(["--max-topics-per-project", "3"], {
-        "PUBSUB_GATEWAY_MAX_PARTITIONS_PER_TOPIC": "8",
-        "PUBSUB_GATEWAY_MAX_SUBSCRIPTIONS_PER_PROJECT": "4",
-        "PUBSUB_GATEWAY_MAX_SNAPSHOTS_PER_PROJECT": "5",
-        "PUBSUB_GATEWAY_MAX_TOPICS_PER_PROJECT": "99",  # the flag wins
-    })
-    assert (s.max_partitions_per_topic, s.max_topics_per_project, s.max_subscriptions_per_project,
-            s.max_snapshots_per_project) == (8, 3, 4, 5)
+    s = parse(
+        ["--max-topics-per-project", "3"],
+        {
+            "PUBSUB_GATEWAY_MAX_PARTITIONS_PER_TOPIC": "8",
+            "PUBSUB_GATEWAY_MAX_SUBSCRIPTIONS_PER_PROJECT": "4",
+            "PUBSUB_GATEWAY_MAX_SNAPSHOTS_PER_PROJECT": "5",
+            "PUBSUB_GATEWAY_MAX_TOPICS_PER_PROJECT": "99",  # the flag wins
+        },
+    )
+    assert (
+        s.max_partitions_per_topic,
+        s.max_topics_per_project,
+        s.max_subscriptions_per_project,
+        s.max_snapshots_per_project,
+    ) == (8, 3, 4, 5)
 
 
-@pytest.mark.parametrize(("argv", "fragment"), [
-    (["--max-partitions-per-topic", "0"], "--max-partitions-per-topic must be at least 1"),
-    (["--max-topics-per-project", "-1"], "--max-topics-per-project must be at least 1"),
-    (["--max-subscriptions-per-project", "0"], "--max-subscriptions-per-project"),
-    (["--max-snapshots-per-project", "0"], "--max-snapshots-per-project"),
-    (["--max-partitions-per-topic", "2"], "--default-partitions (4) must not exceed"),
-])
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--max-partitions-per-topic", "0"], "--max-partitions-per-topic must be at least 1"),
+        (["--max-topics-per-project", "-1"], "--max-topics-per-project must be at least 1"),
+        (["--max-subscriptions-per-project", "0"], "--max-subscriptions-per-project"),
+        (["--max-snapshots-per-project", "0"], "--max-snapshots-per-project"),
+        (["--max-partitions-per-topic", "2"], "--default-partitions (4) must not exceed"),
+    ],
+)
 def test_limits_out_of_range_are_refused(argv: list[str], fragment: str) -> None:
     with pytest.raises(SettingsError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         parse(argv)

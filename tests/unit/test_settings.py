@@ -82,8 +82,11 @@ def test_every_field_has_a_flag() -> None:
 
 
 def test_flag_wins_over_env() -> None:
-    env = {"PUBSUB_GATEWAY_PORT": "9999", "PUBSUB_GATEWAY_HOST": "0.0.0.0",
-           "PUBSUB_GATEWAY_KAFKA_CONFIG": "acks=all,client.id=env"}
+    env = {
+        "PUBSUB_GATEWAY_PORT": "9999",
+        "PUBSUB_GATEWAY_HOST": "0.0.0.0",
+        "PUBSUB_GATEWAY_KAFKA_CONFIG": "acks=all,client.id=env",
+    }
     s = parse(["--port", "1234", "--host", "::1", "--kafka-config", "client.id=flag"], env)
     assert s.port == 1234
     assert s.host == "::1"

@@ -21,14 +21,20 @@ def test_env_commas_separate_simple_entries_as_before() -> None:
 
 
 def test_env_newlines_separate_entries_whose_values_hold_commas() -> None:
-    env = {"PUBSUB_GATEWAY_KAFKA_CONFIG": "sasl.password=p,ss=w,rd\n# a comment\n\n"
-                                          "  sasl.username = alice  \r\nssl.cipher.suites=A,B\n"}
+    env = {
+        "PUBSUB_GATEWAY_KAFKA_CONFIG": "sasl.password=p,ss=w,rd\n# a comment\n\n"
+        "  sasl.username = alice  \r\nssl.cipher.suites=A,B\n"
+    }
     s = parse([], env)
-    assert s.kafka_config == {"sasl.password": "p,ss=w,rd", "sasl.username": "alice",
-                              "ssl.cipher.suites": "A,B"}
+    assert s.kafka_config == {
+        "sasl.password": "p,ss=w,rd",
+        "sasl.username": "alice",
+        "ssl.cipher.suites": "A,B",
+    }
     # one entry with a comma: a trailing newline says so
     assert parse([], {"PUBSUB_GATEWAY_KAFKA_CONFIG": "sasl.password=a,b\n"}).kafka_config == {
-        "sasl.password": "a,b"}
+        "sasl.password": "a,b"
+    }
     assert "p,ss=w,rd" not in repr(s.masked())
 
 
@@ -67,7 +73,13 @@ def test_properties_file(tmp_path: Path) -> None:
 
 def test_properties_parsing_details() -> None:
     assert parse_properties("a=1\n  b = 2 \nc\nd:\ne\\ f=g\\nh\nk=v\\\n") == {
-        "a": "1", "b": "2 ", "c": "", "d": "", "e f": "g\nh", "k": "v"}
+        "a": "1",
+        "b": "2 ",
+        "c": "",
+        "d": "",
+        "e f": "g\nh",
+        "k": "v",
+    }
     with pytest.raises(SettingsError, match="uXXXX"):
         parse_properties("a=\\u12")
 
@@ -103,8 +115,16 @@ def test_bad_entries_do_not_echo_secrets() -> None:
         assert "hunter2" not in str(caught.value) and "sasl.password***" in str(caught.value)
 
 
-@pytest.mark.parametrize("key", ["sasl.jaas.config", "sasl.oauthbearer.config", "ssl.key.pem",
-                                 "ssl.keystore.password", "sasl.oauthbearer.client.secret"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sasl.jaas.config",
+        "sasl.oauthbearer.config",
+        "ssl.key.pem",
+        "ssl.keystore.password",
+        "sasl.oauthbearer.client.secret",
+    ],
+)
 def test_more_secrets_are_masked(key: str) -> None:
     assert Settings(kafka_config={key: "s3cret"}).masked()["kafka_config"] == {key: "***"}
 
@@ -113,37 +133,53 @@ def test_more_secrets_are_masked(key: str) -> None:
 
 
 def test_connection_limit_flags_and_env() -> None:
-    s = parse(["--http-max-connections", "10", "--http-header-timeout-seconds", "2.5",
-               "--grpc-max-connection-age-seconds", "0"],
-              {"PUBSUB_GATEWAY_GRPC_IDLE_TIMEOUT_SECONDS": "30",
-               "PUBSUB_GATEWAY_GRPC_MAX_CONCURRENT_RPCS": "50"})
+    s = parse(
+        [
+            "--http-max-connections",
+            "10",
+            "--http-header-timeout-seconds",
+            "2.5",
+            "--grpc-max-connection-age-seconds",
+            "0",
+        ],
+        {"PUBSUB_GATEWAY_GRPC_IDLE_TIMEOUT_SECONDS": "30", "PUBSUB_GATEWAY_GRPC_MAX_CONCURRENT_RPCS": "50"},
+    )
     assert (s.http_max_connections, s.http_header_timeout_seconds) == (10, 2.5)
     assert (s.grpc_idle_timeout_seconds, s.grpc_max_concurrent_rpcs) == (30.0, 50)
     assert s.grpc_max_connection_age_seconds == 0
 
 
-@pytest.mark.parametrize(("field", "value", "flag"), [
-    ("http_max_connections", 0, "--http-max-connections"),
-    ("grpc_max_connections", 0, "--grpc-max-connections"),
-    ("grpc_max_concurrent_rpcs", 0, "--grpc-max-concurrent-rpcs"),
-    ("grpc_max_streams_per_connection", 0, "--grpc-max-streams-per-connection"),
-    ("http_header_timeout_seconds", 0.0, "--http-header-timeout-seconds"),
-    ("http_body_timeout_seconds", -1.0, "--http-body-timeout-seconds"),
-    ("http_idle_timeout_seconds", float("nan"), "--http-idle-timeout-seconds"),
-    ("grpc_handshake_timeout_seconds", 0.0, "--grpc-handshake-timeout-seconds"),
-    ("grpc_idle_timeout_seconds", 0.0, "--grpc-idle-timeout-seconds"),
-    ("grpc_max_connection_age_seconds", 0.5, "--grpc-max-connection-age-seconds"),
-    ("grpc_max_connection_age_seconds", -1.0, "--grpc-max-connection-age-seconds"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "flag"),
+    [
+        ("http_max_connections", 0, "--http-max-connections"),
+        ("grpc_max_connections", 0, "--grpc-max-connections"),
+        ("grpc_max_concurrent_rpcs", 0, "--grpc-max-concurrent-rpcs"),
+        ("grpc_max_streams_per_connection", 0, "--grpc-max-streams-per-connection"),
+        ("http_header_timeout_seconds", 0.0, "--http-header-timeout-seconds"),
+        ("http_body_timeout_seconds", -1.0, "--http-body-timeout-seconds"),
+        ("http_idle_timeout_seconds", float("nan"), "--http-idle-timeout-seconds"),
+        ("grpc_handshake_timeout_seconds", 0.0, "--grpc-handshake-timeout-seconds"),
+        ("grpc_idle_timeout_seconds", 0.0, "--grpc-idle-timeout-seconds"),
+        ("grpc_max_connection_age_seconds", 0.5, "--grpc-max-connection-age-seconds"),
+        ("grpc_max_connection_age_seconds", -1.0, "--grpc-max-connection-age-seconds"),
+    ],
+)
 def test_connection_limits_are_validated(field: str, value: object, flag: str) -> None:
     with pytest.raises(SettingsError, match=flag):
         Settings(**{field: value}).validate()  # type: ignore[arg-type]
 
 
 def test_grpc_options_honour_the_settings() -> None:
-    s = Settings(grpc_max_connections=7, grpc_max_streams_per_connection=9,
-                 grpc_handshake_timeout_seconds=1.5, grpc_idle_timeout_seconds=2,
-                 grpc_max_connection_age_seconds=60, stream_max_seconds=100, pull_max_wait_seconds=5)
+    s = Settings(
+        grpc_max_connections=7,
+        grpc_max_streams_per_connection=9,
+        grpc_handshake_timeout_seconds=1.5,
+        grpc_idle_timeout_seconds=2,
+        grpc_max_connection_age_seconds=60,
+        stream_max_seconds=100,
+        pull_max_wait_seconds=5,
+    )
     options = dict(connections.grpc_options(s))
     assert options["grpc.max_allowed_incoming_connections"] == 7
     assert options["grpc.max_concurrent_streams"] == 9
@@ -153,8 +189,9 @@ def test_grpc_options_honour_the_settings() -> None:
     # a connection past its age keeps its calls longer than any of them lasts
     assert options["grpc.max_connection_age_grace_ms"] == (100 + 5 + 30) * 1000
     assert options["grpc.http2.min_ping_interval_without_data_ms"] <= 30_000  # Python pings every 30 s
-    assert "grpc.max_connection_age_ms" not in dict(connections.grpc_options(
-        Settings(grpc_max_connection_age_seconds=0)))
+    assert "grpc.max_connection_age_ms" not in dict(
+        connections.grpc_options(Settings(grpc_max_connection_age_seconds=0))
+    )
 
 
 def test_the_open_file_limit_is_raised_or_the_start_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -357,8 +357,12 @@ def test_checkpoint_runs_bridge_acked_gaps_only() -> None:
     assert cp.attempts == ((0, 8, 1),)
 
 
-@given(st.lists(st.tuples(st.sampled_from(["take", "ack", "nack"]), st.integers(0, 39), st.integers(1, 5)),
-                max_size=40))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["take", "ack", "nack"]), st.integers(0, 39), st.integers(1, 5)),
+        max_size=40,
+    )
+)
 @hsettings(max_examples=200, deadline=None, database=None)
 def test_checkpoint_runs_rebuild_exactly_the_same_state(ops: list[tuple[str, int, int]]) -> None:
     s = fresh(range(40))
@@ -497,9 +501,7 @@ class Model:
     released: set[int] = dataclasses.field(default_factory=set)  # latest delivery nacked
 
     def leased_at(self, offset: int, now: int) -> bool:
-        return (
-            offset in self.deadline and offset not in self.released and self.deadline[offset] > now
-        )
+        return offset in self.deadline and offset not in self.released and self.deadline[offset] > now
 
     def ready_at(self, now: int) -> list[int]:
         return [o for o in self.fetched if o not in self.acked and not self.leased_at(o, now)]

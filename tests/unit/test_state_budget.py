@@ -13,8 +13,9 @@ T0 = 1_000_000
 DL = T0 + 10_000
 
 
-def _sized(*sizes: int, max_attempts: int | None = None,
-           keys: tuple[str | None, ...] = ()) -> PartitionState[tuple[int, bytes | None]]:
+def _sized(
+    *sizes: int, max_attempts: int | None = None, keys: tuple[str | None, ...] = ()
+) -> PartitionState[tuple[int, bytes | None]]:
     """Records whose cost is their size, optionally keyed (ordered delivery)."""
     s: PartitionState[tuple[int, bytes | None]] = PartitionState(0, 0, key_of=lambda r: r[1])
     s.max_attempts = max_attempts

@@ -32,16 +32,19 @@ def test_gzip_and_deflate_bodies_are_decoded() -> None:
     assert rest_json.decode_body(raw.compress(body) + raw.flush(), "deflate") == body
 
 
-@pytest.mark.parametrize(("raw", "encoding", "text"), [
-    (b'{"messages": []}', "gzip", "not valid gzip"),
-    (gzip.compress(b"{}")[:-6], "gzip", "ends inside"),
-    (gzip.compress(b"{}") + b"trailing", "gzip", "not valid gzip"),
-    (b"\x78\x9cgarbage", "deflate", "not valid deflate"),
-    (b"{}", "deflate", "ends inside"),  # read as raw deflate
-    (zlib.compress(b"{}") + b"x", "deflate", "after its deflate stream"),
-    (b"{}", "br", "Unsupported Content-Encoding 'br'"),
-    (b"{}", "gzip, gzip", "Unsupported Content-Encoding"),
-])
+@pytest.mark.parametrize(
+    ("raw", "encoding", "text"),
+    [
+        (b'{"messages": []}', "gzip", "not valid gzip"),
+        (gzip.compress(b"{}")[:-6], "gzip", "ends inside"),
+        (gzip.compress(b"{}") + b"trailing", "gzip", "not valid gzip"),
+        (b"\x78\x9cgarbage", "deflate", "not valid deflate"),
+        (b"{}", "deflate", "ends inside"),  # read as raw deflate
+        (zlib.compress(b"{}") + b"x", "deflate", "after its deflate stream"),
+        (b"{}", "br", "Unsupported Content-Encoding 'br'"),
+        (b"{}", "gzip, gzip", "Unsupported Content-Encoding"),
+    ],
+)
 def test_bad_encoded_bodies_are_bad_requests(raw: bytes, encoding: str, text: str) -> None:
     with pytest.raises(rest_json.BadRequest, match=text):
         rest_json.decode_body(raw, encoding)
