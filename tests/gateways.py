@@ -1,7 +1,7 @@
 """Gateway processes for tests: real `pubsub-gateway serve` subprocesses on a real broker.
 
-The gateway runs in its own process (as users run it, and because its generated protos and the
-official client's cannot share one descriptor pool).
+The gateway runs in its own process, as users run it (tests/inprocess runs one inside the test
+process instead).
 """
 
 from __future__ import annotations

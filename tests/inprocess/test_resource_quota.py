@@ -1,8 +1,6 @@
 """The resource store's quota bookkeeping: counts decided by the order of the resources log.
 
-Here, not in tests/unit: the store's records are the gateway's generated protos, which cannot
-share a process with the official client the e2e tests import (tests/unit/test_inprocess.py
-runs this directory in a child interpreter)."""
+The store's records are the gateway's generated protos; its follower is fed here by hand."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The gRPC server's message limit is the one responses are cut under (see test_resource_quota
-for why this runs in a child interpreter)."""
+"""The gRPC server's message limit is the one responses are cut under."""
 
 from __future__ import annotations
 
