@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
+from gateway.clock import now_ms
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.compacted import CompactedFollower
 from gateway.kafka.producer import Producer
@@ -29,10 +29,6 @@ from gateway.translate import names
 log = logging.getLogger(__name__)
 HOUR_MS = 3_600_000
 CHECK_SECONDS = 60.0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class KeyStore:
@@ -64,7 +60,7 @@ class KeyStore:
         """The keys to publish (and sign with): none older than the retention."""
         if self._key_file is not None:
             return list(self._keys.values())
-        oldest = _now_ms() - self._retention_ms
+        oldest = now_ms() - self._retention_ms
         return [k for k in self._keys.values() if k.created_ms >= oldest]
 
     @property
@@ -122,7 +118,7 @@ class KeyStore:
                 log.exception("push key rotation failed; retrying in %.0f s", period)
 
     async def _rotate_if_due(self) -> None:
-        now = _now_ms()
+        now = now_ms()
         newest = max((k.created_ms for k in self._keys.values()), default=None)
         if newest is not None and now - newest < self._rotation_ms:
             return
