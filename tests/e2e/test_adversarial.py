@@ -143,7 +143,7 @@ class Prober:
             self.before = self.arena.observer.settled()
         else:
             after = self.arena.observer.world()
-            changed = self.before.difference(after)
+            changed = self.before.difference(after, self.arena.observer.only_checkpoints)
             if changed:
                 problems.append("refused, yet the state changed: " + "; ".join(changed[:5]))
                 self.before = self.arena.observer.settled()
