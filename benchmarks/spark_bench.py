@@ -23,8 +23,6 @@ import contextlib
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks.processes import delete_topics, kafka_broker
+from benchmarks.processes import GatewayProc, delete_topics, kafka_broker
 from gateway.translate import names
 
 PROJECT = "projects/bench"
@@ -44,40 +42,13 @@ PULLERS = 4
 
 @contextlib.contextmanager
 def gateway(bootstrap: str, prefix: str, log_path: Path, *extra: str) -> Iterator[tuple[str, int]]:
-    """`python -m gateway serve` as a subprocess; yields its gRPC address (from the READY line)
-    and its pid."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        "--port",
-        "0",
-        "--rest-port",
-        "0",
-        "--kafka-bootstrap",
-        bootstrap,
-        "--internal-prefix",
-        prefix,
-        "--log-level",
-        "WARNING",
-        *extra,
-    ]
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log)
+    """`python -m gateway serve` as a subprocess (benchmarks.processes.GatewayProc); yields its
+    gRPC address and its pid."""
+    proc = GatewayProc(bootstrap, prefix, log_path, *extra)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        if not line.startswith("READY "):
-            raise RuntimeError(f"gateway did not start: {log_path.read_text()[-3000:]}")
-        yield dict(f.split("=", 1) for f in line.split()[1:])["grpc"], proc.pid
+        yield proc.address, proc.pid
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        proc.stop()
 
 
 def cpu_seconds(pid: int) -> float:

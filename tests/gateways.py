@@ -27,6 +27,11 @@ def kafka_version() -> str:
     return os.environ.get("PUBSUB_GATEWAY_TEST_KAFKA_VERSION") or KAFKA_VERSION
 
 
+def serve_command(*args: str) -> list[str]:
+    """`pubsub-gateway serve` run by this interpreter, on ports the system picks, with `args`."""
+    return [sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0", *args]
+
+
 class GatewayProcess:
     def __init__(self, bootstrap: str, prefix: str, log_dir: Path, *extra: str) -> None:
         self.bootstrap = bootstrap
@@ -43,15 +48,7 @@ class GatewayProcess:
         self._starts += 1
         log_path = self.log_dir / f"gateway-{self.prefix}-{id(self):x}-{self._starts}.log"
         self.log_paths.append(log_path)
-        cmd = [
-            sys.executable,
-            "-m",
-            "gateway",
-            "serve",
-            "--port",
-            "0",
-            "--rest-port",
-            "0",
+        cmd = serve_command(
             "--kafka-bootstrap",
             self.bootstrap,
             "--internal-prefix",
@@ -65,7 +62,7 @@ class GatewayProcess:
             "--log-level",
             "INFO",
             *self.extra,
-        ]
+        )
         with open(log_path, "wb") as log_file:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
         ready = _await_ready_fields(self.proc, log_path)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from google.api_core import exceptions
 from gateway.translate import names as gw_names
 from tests.conftest import GatewayFactory
 from tests.e2e.clients import clients, pull_until
-from tests.gateways import GatewayProcess
+from tests.gateways import GatewayProcess, serve_command
 
 pytestmark = pytest.mark.integration
 
@@ -122,20 +121,12 @@ def test_internal_topics_are_mended_at_start_or_refused_with_the_command(
     wrong = gw_names.internal_topic(bad, "resources")
     admin.create_topics([NewTopic(wrong, 3, 1)])[wrong].result(30)
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gateway",
-            "serve",
-            "--port",
-            "0",
-            "--rest-port",
-            "0",
+        serve_command(
             "--kafka-bootstrap",
             kafka_bootstrap,
             "--internal-prefix",
             bad,
-        ],
+        ),
         capture_output=True,
         text=True,
         timeout=120,

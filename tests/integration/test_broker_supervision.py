@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 from google.cloud import pubsub_v1
 
-from tests.gateways import _await_ready_fields, emulator_env
+from tests.gateways import _await_ready_fields, emulator_env, serve_command
 
 pytestmark = pytest.mark.integration
 
@@ -43,21 +42,13 @@ def _serve(tmp_path: Path, started: list[Served], *extra: str) -> Served:
     log = tmp_path / "gateway.log"
     with open(log, "wb") as err:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gateway",
-                "serve",
-                "--port",
-                "0",
-                "--rest-port",
-                "0",
+            serve_command(
                 "--kafka-data-dir",
                 str(tmp_path / "kafka"),
                 "--kafka-heap-mb",
                 "256",
                 *extra,
-            ],
+            ),
             stdout=subprocess.PIPE,
             stderr=err,
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,7 +24,7 @@ from gateway.kafka import acls
 from gateway.kafka.local import LocalKafka
 from gateway.translate import names as gw_names
 from tests.e2e.clients import clients, pull_until
-from tests.gateways import GatewayProcess
+from tests.gateways import GatewayProcess, serve_command
 from tests.secured import acls_of, expected, grant, kafka_config_args, revoke, secured_kafka
 
 pytestmark = pytest.mark.integration
@@ -317,21 +316,13 @@ def _serve(
     password: str = PASSWORD,
 ) -> tuple[int, str, str]:
     """Run `pubsub-gateway serve` expecting it not to start: (exit status, stdout, its log)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        "--port",
-        "0",
-        "--rest-port",
-        "0",
+    cmd = serve_command(
         "--kafka-bootstrap",
         kafka.bootstrap,
         "--internal-prefix",
         prefix,
         *kafka_config_args(kafka, USER, password),
-    ]
+    )
     log_path = log_dir / f"refused-{prefix}.log"
     with open(log_path, "w") as log:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=log, text=True, timeout=60, check=False)

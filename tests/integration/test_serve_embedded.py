@@ -6,13 +6,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.gateways import _await_ready
+from tests.gateways import _await_ready, serve_command
 
 pytestmark = pytest.mark.integration
 
@@ -30,18 +29,10 @@ def _start(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int, Path]:
     log = tmp_path / "serve.log"
     with open(log, "wb") as err:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gateway",
-                "serve",
-                "--port",
-                "0",
-                "--rest-port",
-                "0",
+            serve_command(
                 "--kafka-heap-mb",
                 "256",
-            ],
+            ),
             stdout=subprocess.PIPE,
             stderr=err,
         )
