@@ -31,7 +31,7 @@ from gateway.translate.ackids import AckRef
 
 log = logging.getLogger(__name__)
 Ref = tuple[str, AckRef]  # the ack id as the client sent it, and what it names
-HOLD_MS = exactly_once.HOLD_MS
+HOLD_MS = 10_000  # a valid lease does not expire while its ack is being written
 # How long an ack or deadline change waits for its lease-log write before it answers: a write
 # waits for as long as its log partition has no leader (a dead broker led it, until the
 # controller notices: 9 s by default), and the official clients block their stream or their

@@ -19,7 +19,6 @@ NOT_OWNER = "TRANSIENT_FAILURE_PARTITION_MOVING"
 UNREACHABLE = "TRANSIENT_FAILURE_OWNER_UNREACHABLE"
 SUCCEEDED_IN_FAILED_CALL = "TRANSIENT_FAILURE_RETRY_ALONE"
 NOT_WRITTEN = "TRANSIENT_FAILURE_LOG_UNAVAILABLE"  # the ack is not durable yet
-HOLD_MS = 10_000  # a valid lease does not expire while its ack is being written
 
 
 # The reasons travel in a gRPC trailer (ErrorInfo in grpc-status-details-bin, base64 on the
