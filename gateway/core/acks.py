@@ -72,6 +72,8 @@ class LeaseOwner(Protocol):
 
     def hold(self, p: int, offset: int, generation: int, until_ms: int) -> None: ...
 
+    def order_acks(self, p: int, offsets: list[int]) -> list[int]: ...
+
     def apply_local(self, p: int, cmd: Command, key: bytes | None, settles: bool = False) -> None: ...
 
     def fold(self, p: int, key: bytes) -> None: ...
@@ -109,6 +111,19 @@ def commands(refs: dict[int, list[Ref]], seconds: int | None, epoch: int) -> dic
         for p, rs in refs.items()
         if rs
     }
+
+
+def ordered_acks(runner: LeaseOwner | None, valid: dict[int, list[Ref]], epoch: int) -> dict[int, Command]:
+    """The ack commands of valid ids, in the order ordered delivery allows: an ack of a message
+    whose key has an earlier one still out waits for it, with the owner (`order_acks`)."""
+    if runner is None:
+        return {}
+    out: dict[int, Command] = {}
+    for p, rs in valid.items():
+        now = runner.order_acks(p, [r.offset for _, r in rs])
+        if now:
+            out[p] = Ack(p, tuple(to_ranges(now)), epoch)
+    return out
 
 
 def split(
@@ -244,7 +259,11 @@ class AckPath:
         if not strict:
             # Ids of no current lease change nothing and are not reported (ack ids can be made
             # up: only the owner's leases say which are real). The owner judges the others.
-            _, failed = await self._write(res, commands(valid, seconds, epoch), settles, early=True)
+            # With ordering, acks follow the order of their keys. (With exactly-once, an ack
+            # confirmed is final: the ordering rule redelivers only what is not acked.)
+            ordered = seconds is None and res.proto.enable_message_ordering
+            cmds = ordered_acks(runner, valid, epoch) if ordered else commands(valid, seconds, epoch)
+            _, failed = await self._write(res, cmds, settles, early=True)
             if failed:
                 raise next(iter(failed.values()))
             if remote:

@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 # How long a runner's first pull waits for the group to assign partitions, before its own wait
 # for messages: a new group's initial rebalance delay (3 s by default) plus a join.
 JOIN_WAIT_SECONDS = 30.0
+# How long a pull waits, once its runner owns partitions, for them to be fetched up to where
+# they ended when assigned, so that the first pull of a subscription answers with everything
+# published before it (up to its max_messages), not with whichever partition came first.
+CATCH_UP_SECONDS = 2.0
 
 
 def _require_source(res: Resource) -> None:
@@ -214,6 +218,8 @@ class DeliveryService:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(runner.joined.wait(), min(JOIN_WAIT_SECONDS, wait_seconds))
             self._activity.touch(self._store.get("subscription", res.name) or res)  # still in use
+        if not runner.caught_up.is_set():
+            await runner.catch_up(max_messages, min(CATCH_UP_SECONDS, last - loop.time()))
         end = min(last, loop.time() + self._settings.pull_max_wait_seconds)
         while True:
             lease_until = now_ms() + deadline_s * 1000

@@ -11,6 +11,7 @@ watermark as the group's offset.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -48,6 +49,8 @@ LEASE_PATIENCE_SECONDS = 1.0
 # How long the dead-letter loop leaves a partition alone after Kafka's authorizer refused its
 # transaction: each try makes a transactional producer.
 DENIED_RETRY_SECONDS = 5.0
+# How often a pull waiting for partitions to catch up (`catch_up`) looks at what is ready.
+CATCH_UP_POLL_SECONDS = 0.02
 
 
 def _wire_size(record: Record) -> int:
@@ -118,6 +121,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.settle_listeners: set[Callable[[int, list[int]], None]] = set()
         self._seeking: dict[int, int] = {}  # partition -> the offset last asked to seek to
         self._stalled: set[int] = set()  # partitions with a lease write overdue: not taken from
+        # Partitions owned but not yet fetched up to where they ended when assigned -> that end.
+        # `caught_up` is set while there are none (see `catch_up`).
+        self._catching_up: dict[int, int] = {}
+        self.caught_up = asyncio.Event()
+        self.caught_up.set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -201,6 +209,40 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._log_applied[p] = log_end
         state.dirty = True
 
+    def on_fetch_targets(self, ends: dict[int, int]) -> None:
+        self._loop.call_soon_threadsafe(self._set_targets, ends)
+
+    def _set_targets(self, ends: dict[int, int]) -> None:
+        for p, end in ends.items():
+            state = self.states.get(p)
+            if state is not None and state.next_offset < end:
+                self._catching_up[p] = end
+        if self._catching_up:
+            self.caught_up.clear()
+
+    def _fetched_to(self, p: int, next_offset: int) -> None:
+        end = self._catching_up.get(p)
+        if end is not None and next_offset >= end:
+            del self._catching_up[p]
+            if not self._catching_up:
+                self.caught_up.set()
+
+    async def catch_up(self, enough: int, seconds: float) -> None:
+        """Wait up to `seconds` until every owned partition has been fetched up to where it
+        ended when it was assigned, or `enough` messages are ready (a large backlog pauses
+        fetching: see PREFETCH_HIGH)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while not self.caught_up.is_set() and self.ready_count() < enough and not self._stopped:
+            left = end - loop.time()
+            if left <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.caught_up.wait(), min(left, CATCH_UP_POLL_SECONDS))
+
+    def ready_count(self) -> int:
+        return sum(s.ready_count for s in self._deliverable())
+
     def on_revoked(self, partitions: list[int], lost: bool) -> dict[int, int]:
         fut = asyncio.run_coroutine_threadsafe(self._revoke(partitions, lost), self._loop)
         final = fut.result(30)
@@ -212,6 +254,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         final: dict[int, int] = {}
         for p in partitions:
             self._dead_letters_denied.pop(p, None)
+            self._fetched_to(p, 1 << 62)  # not ours to wait for any more
             sender = self._dead_letter_senders.pop(p, None)
             if sender is not None:
                 await sender.close()
@@ -246,6 +289,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             state = self.states.get(p)
             if state is not None:
                 state.add_records(items)
+                self._fetched_to(p, state.next_offset)
                 skip = self._unwanted(items, now)
                 if skip:  # acked at once: never delivered, never holding back the watermark
                     state.apply(Ack(p, tuple(to_ranges(skip))), now)
@@ -456,6 +500,15 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     def hold(self, p: int, offset: int, generation: int, until_ms: int) -> None:
         self.states[p].hold(offset, generation, until_ms)
 
+    def order_acks(self, p: int, offsets: list[int]) -> list[int]:
+        """Of acks of leased messages, those to write now (see PartitionState.order_acks). The
+        ones held back are done for the streams that delivered them: they free their room."""
+        now, held = self.states[p].order_acks(offsets)
+        if held:
+            for listener in list(self.settle_listeners):
+                listener(p, held)
+        return now
+
     def leased(self, p: int, offset: int) -> bool:
         """Whether a message of a partition this process owns is leased now."""
         state = self.states.get(p)
@@ -490,6 +543,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 # last delivery ran out must reach the dead-letter topic even if nobody pulls.
                 if state.expire(now):
                     self.ready.set()
+                if freed := state.take_freed():
+                    await self._ack_freed(p, freed)
                 denied = self._dead_letters_denied.get(p)
                 if denied is not None and time.monotonic() < denied[1]:
                     continue
@@ -509,6 +564,18 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                     log.warning("%s: dead-lettering from partition %d failed: %s", self.name, p, exc)
                 else:
                     self._dead_letters_denied.pop(p, None)
+
+    async def _ack_freed(self, p: int, offsets: list[int]) -> None:
+        """Write the provisional acks of ordered delivery that an ack read from the log freed."""
+        ack = Ack(p, tuple(to_ranges(offsets)), self._epoch(p))
+        try:
+            written = await self.writer.write(p, [ack])
+        except Exception as exc:  # noqa: BLE001 - the loop must live; the messages come back
+            log.warning(
+                "%s: writing %d held acks of partition %d failed: %s", self.name, len(offsets), p, exc
+            )
+            return
+        self.apply_local(p, ack, written[0][0], settles=True)
 
     async def _forward_dead(self, p: int, dead: list[tuple[int, int, Record]]) -> None:
         """Publish to the dead-letter topic and ack on this subscription, in one transaction:

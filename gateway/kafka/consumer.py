@@ -290,6 +290,11 @@ class FetchListener(Protocol):
         """The consumer now fetches these partitions from these offsets (the latest requested
         for each when it sought: a listener can tell a later request still pending)."""
 
+    def on_fetch_targets(self, ends: dict[int, int]) -> None:
+        """Newly assigned partitions end at these offsets now (Kafka's high watermarks, asked
+        before any record of them is handed over): what fetching them catches up to."""
+        return
+
 
 class GroupFetcher:
     """A member of a subscription's consumer group: owns partitions, fetches their records.
@@ -380,8 +385,25 @@ class GroupFetcher:
             return
         consumer.incremental_assign([TopicPartition(self._topic, p, starts[p]) for p in parts])
         self._assigned = self._assigned.union(parts)
+        if parts:
+            self._listener.on_fetch_targets(self._ends(consumer, parts))
         if self._on_joined is not None:
             self._on_joined()
+
+    def _ends(self, consumer: confluent_kafka.Consumer, parts: list[int]) -> dict[int, int]:
+        """The high watermark of each partition that answers within a second (those that do not
+        are left out: fetching them is not waited for)."""
+        ends: dict[int, int] = {}
+        for p in parts:
+            try:
+                _, high = consumer.get_watermark_offsets(
+                    TopicPartition(self._topic, p), timeout=1.0, cached=False
+                )
+            except confluent_kafka.KafkaException as exc:
+                log.info("end offset of %s[%d] unknown: %s", self._topic, p, exc)
+                continue
+            ends[p] = high
+        return ends
 
     def _recover(self, consumer: confluent_kafka.Consumer, parts: list[int]) -> dict[int, int]:
         """The listener's start offsets for newly owned partitions, retried until it gives them

@@ -43,7 +43,9 @@ class Budget(Generic[R]):
 class PartitionState(Generic[R]):
     """`key_of`, when given, turns on ordered delivery: messages that share a key are delivered
     in offset order, a key's messages are leased only while none of its earlier ones is, and the
-    release (nack, expiry) of one releases every later leased message of that key too."""
+    release (nack, expiry) of one redelivers every later delivered message of that key too, in
+    order, acknowledged or not: an ack of a message whose key has an earlier one still out is
+    held back (`order_acks`) until that one is acked, and dropped if it comes back."""
 
     def __init__(
         self,
@@ -84,6 +86,10 @@ class PartitionState(Generic[R]):
         # Deliveries that ended only because an earlier message of the key failed: they do not
         # count as failures of their own toward max_attempts (kept in memory only).
         self._pulled_back: dict[int, int] = {}
+        # Ordered delivery: acked by the client while an earlier message of the key is still
+        # out. Leased still, but not expiring: written as acks once every earlier message of the
+        # key is acked (`order_acks`), redelivered with it if it comes back (kept in memory only).
+        self._provisional: set[int] = set()
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -95,7 +101,7 @@ class PartitionState(Generic[R]):
         """When the next lease expires or the next backed-off message becomes due."""
         while self._expiry:
             deadline, offset, gen = self._expiry[0]
-            if self.leases.get(offset) == (gen, deadline):
+            if self.leases.get(offset) == (gen, deadline) and offset not in self._provisional:
                 break
             heapq.heappop(self._expiry)
         times = [
@@ -243,7 +249,7 @@ class PartitionState(Generic[R]):
         n = 0
         while self._expiry and self._expiry[0][0] <= now_ms:
             deadline, offset, gen = heapq.heappop(self._expiry)
-            if self.leases.get(offset) == (gen, deadline):
+            if self.leases.get(offset) == (gen, deadline) and offset not in self._provisional:
                 self._release(offset, now_ms)
                 n += 1
         return n
@@ -261,6 +267,61 @@ class PartitionState(Generic[R]):
             if key is not None and key in self._key_leases:
                 self._key_leases[key].discard(offset)
                 self._settle_key(key)
+
+    def order_acks(self, offsets: Iterable[int]) -> tuple[list[int], list[int]]:
+        """Ordered delivery: which acks of leased messages may be written now, and which are
+        held back. An ack counts at once when every earlier message of its key still out is
+        acked with it or before; the others become provisional (see `_provisional`). Returns
+        (offsets to ack now, with the provisional ones this frees; offsets held back)."""
+        acking = set(offsets)
+        if self.key_of is None:
+            return sorted(acking), []
+        now: list[int] = []
+        keys: dict[bytes, set[int]] = {}
+        for offset in acking:
+            key = self._key(offset)
+            if key is None or not self._key_leases.get(key):
+                now.append(offset)
+            else:
+                keys.setdefault(key, set()).add(offset)
+        held: list[int] = []
+        for key, mine in keys.items():
+            blocked = False
+            for offset in sorted(self._key_leases[key] | mine):
+                settled = offset in acking or offset in self._provisional
+                if settled and not blocked:
+                    self._unhold_ack(offset)
+                    now.append(offset)
+                elif offset in acking:
+                    self._provisional.add(offset)
+                    held.append(offset)
+                elif not settled:
+                    blocked = True
+        return sorted(now), sorted(held)
+
+    def take_freed(self) -> list[int]:
+        """Provisional acks whose key has nothing earlier out any more, because that was acked
+        another way (read from the log: a Spark job's ack, a checkpoint): to be written as acks
+        now, as `order_acks` would have."""
+        out = []
+        for offset in sorted(self._provisional):
+            key = self._key(offset)
+            out_before = key is not None and any(
+                o < offset and o not in self._provisional for o in self._key_leases.get(key, ())
+            )
+            if not out_before:
+                out.append(offset)
+        for offset in out:
+            self._unhold_ack(offset)
+        return out
+
+    def _unhold_ack(self, offset: int) -> None:
+        """A provisional ack is to be written: until it is applied, its lease runs as any other
+        (if the write fails, the message comes back when the lease ends)."""
+        if offset in self._provisional:
+            self._provisional.discard(offset)
+            if (lease := self.leases.get(offset)) is not None:
+                heapq.heappush(self._expiry, (lease[1], offset, lease[0]))
 
     # -- commands --------------------------------------------------------------------------
 
@@ -346,6 +407,7 @@ class PartitionState(Generic[R]):
         """End a lease. With now_ms the delivery failed (nack, expiry): the retry and
         dead-letter policies apply; without it the message simply becomes ready again."""
         del self.leases[offset]
+        self._provisional.discard(offset)
         self.dirty = True
         key = self._key(offset)
         held = self._key_leases.get(key) if key is not None else None
@@ -354,8 +416,9 @@ class PartitionState(Generic[R]):
         self._requeue(offset, now_ms, key)
         if key is not None and held is not None:
             for later in sorted(o for o in held if o > offset and o in self.leases):
-                held.discard(later)  # the rest of the key comes back too, in order
+                held.discard(later)  # the rest of the key comes back too, in order, acked or not
                 del self.leases[later]
+                self._provisional.discard(later)
                 self._pulled_back[later] = self._pulled_back.get(later, 0) + 1
                 self._requeue(later, None, key)
             self._settle_key(key)
@@ -398,6 +461,7 @@ class PartitionState(Generic[R]):
 
     def _forget(self, offset: int) -> None:
         self._dead.pop(offset, None)
+        self._provisional.discard(offset)
         self._pulled_back.pop(offset, None)
         self._waiting.discard(offset)
         key = self._key(offset)

@@ -13,6 +13,10 @@ asking for more messages the dispatcher waits for room in the window and for the
 Taken messages wait in a queue for one of at most `max_senders` sender coroutines (the size of
 the HTTP connection pool): HTTP/1.1 carries one request per connection, and a request queued
 inside aiohttp for a connection costs far more than one waiting here.
+
+With message ordering, a key's messages are pushed one at a time, in order: the next waits until
+the endpoint has acknowledged the one before. When a push fails, the messages of its key taken
+after it are nacked unsent: the subscription redelivers them after the failed one, in order.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ DEFAULT_DEADLINE = 10
 REFUSAL_LOG_SECONDS = 60.0  # at most one warning per subscription this often for refused pushes
 
 
+Taken = tuple["Delivery", int, float]  # a delivery, its session number, when it was taken
+
+
 def target_of(proto: Any) -> body.PushTarget:
     """The PushTarget of a Subscription proto."""
     pc = proto.push_config
@@ -76,7 +83,10 @@ class Dispatcher:
         self._signer = signer
         self.window = PushWindow(maximum=max_window)
         self.backoff = PushBackoff()
-        self._queue: collections.deque[tuple[Delivery, int, float]] = collections.deque()  # to send
+        self._queue: collections.deque[Taken] = collections.deque()  # to send
+        # Ordering: key -> its messages taken after the one being pushed (present while one is).
+        self._keys: dict[bytes, collections.deque[Taken]] = {}
+        self._ordered = False
         self._outstanding: collections.Counter[int] = collections.Counter()  # session number -> pushes
         self._count = 0  # pushes taken and not finished: queued or being sent
         self._senders: set[asyncio.Task[None]] = set()
@@ -100,6 +110,7 @@ class Dispatcher:
         self.target = target_of(res.proto)
         self.deadline = int(res.proto.ack_deadline_seconds) or DEFAULT_DEADLINE
         self.counted = res.proto.HasField("dead_letter_policy")
+        self._ordered = res.proto.enable_message_ordering
         self._changed.set()
 
     def start(self) -> None:
@@ -128,6 +139,8 @@ class Dispatcher:
             d, number, _ = self._queue.popleft()
             self._settler.nack(d.ack_id)
             self._finished(number)
+        for key in list(self._keys):
+            self._drop_key(key)
         await self._settler.close()
 
     # -- sessions --------------------------------------------------------------------------
@@ -227,9 +240,19 @@ class Dispatcher:
     # -- pushes ----------------------------------------------------------------------------
 
     def _launch(self, d: Delivery, number: int, received: float) -> None:
-        self._queue.append((d, number, received))
         self._outstanding[number] += 1
         self._count += 1
+        key = d.record.key if self._ordered else None
+        if key:
+            waiting = self._keys.get(key)
+            if waiting is not None:  # an earlier message of the key is being pushed
+                waiting.append((d, number, received))
+                return
+            self._keys[key] = collections.deque()
+        self._enqueue((d, number, received))
+
+    def _enqueue(self, taken: Taken) -> None:
+        self._queue.append(taken)
         if len(self._senders) < min(self._max_senders, len(self._queue)):
             task = asyncio.create_task(self._send_queued())
             self._senders.add(task)
@@ -241,6 +264,7 @@ class Dispatcher:
         loop = asyncio.get_running_loop()
         while self._queue:
             d, number, received = self._queue.popleft()
+            ok = False
             try:
                 sent = loop.time()
                 url, request, token, refused = self._request(d)
@@ -252,6 +276,7 @@ class Dispatcher:
                 # Judged by when the message was taken, not when a sender got to it: a batch taken
                 # together is one round trip, whose failures count once (as before it queued).
                 self._judge(d, outcome, received, loop.time())
+                ok = outcome.ok
             except asyncio.CancelledError:
                 self._settler.nack(d.ack_id)
                 raise
@@ -259,6 +284,29 @@ class Dispatcher:
                 log.exception("%s: push failed", self.name)  # its lease expires: sent again later
             finally:
                 self._finished(number)
+                if self._ordered and d.record.key:
+                    self._next_of_key(d.record.key, ok)
+        # Out of the count at once: the done callback runs later, and a message queued meanwhile
+        # must find no sender and start one.
+        self._senders.discard(asyncio.current_task())  # type: ignore[arg-type]
+
+    def _next_of_key(self, key: bytes, ok: bool) -> None:
+        """A push of `key` ended: on success its next message goes; on failure the rest of the
+        key goes back, behind the failed one."""
+        waiting = self._keys.get(key)
+        if waiting is None:
+            return
+        if ok and waiting:
+            self._enqueue(waiting.popleft())
+        elif ok:
+            del self._keys[key]
+        else:
+            self._drop_key(key)
+
+    def _drop_key(self, key: bytes) -> None:
+        for d, number, _ in self._keys.pop(key, ()):
+            self._settler.nack(d.ack_id)
+            self._finished(number)
 
     def _finished(self, number: int) -> None:
         self._count -= 1

@@ -124,3 +124,28 @@ def test_many_messages_each_delivered_once_when_acked(
     assert len(seen) == n
     assert len(set(seen)) == n
     assert pull_nothing(sub, subscription, 3.0) == []
+
+
+def test_the_first_pull_of_a_new_subscription_returns_all_that_was_published(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    """Google's system tests publish a few messages and expect one Pull to return them all.
+    Separate publishes land on different partitions; a cold subscription fetches each on its
+    own, and the first Pull waits (a bounded time) until every one has been read."""
+    pub, sub = clients(shared_gateway)
+    topic = names("topics")
+    pub.create_topic(name=topic)
+    got = []
+    for batched in [True, False] * 2:
+        subscription = names("subscriptions")
+        sub.create_subscription(name=subscription, topic=topic)
+        if batched:  # as Google's tests do: one request, one partition
+            for f in [pub.publish(topic, b"m%d" % i) for i in range(3)]:
+                f.result(timeout=30)
+        else:  # one request each: spread over the topic's 4 partitions
+            for i in range(3):
+                pub.publish(topic, b"m%d" % i).result(timeout=30)
+        resp = sub.pull(subscription=subscription, max_messages=3, timeout=60)
+        got.append(sorted(m.message.data for m in resp.received_messages))
+        sub.delete_subscription(subscription=subscription)
+    assert got == [[b"m0", b"m1", b"m2"]] * 4

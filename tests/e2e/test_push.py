@@ -398,3 +398,45 @@ def test_push_endpoints_must_be_http_urls(shared_gateway: GatewayProcess, names:
                 "push_config": {"push_endpoint": "ftp://example.test/x"},
             }
         )
+
+
+def test_with_ordering_each_key_is_pushed_in_order_and_restarts_after_a_failure(
+    shared_gateway: GatewayProcess, names: Callable[..., str], endpoint: Endpoint
+) -> None:
+    """One push per key at a time, in order; a failed push of message i brings i and every later
+    message of its key again, in order."""
+    failed: set[str] = set()
+    lock = threading.Lock()
+
+    def answer(r: Received) -> tuple[int, float]:
+        key, index = r.data.decode().split(":")
+        with lock:
+            fail = index == "10" and key not in failed
+            if fail:
+                failed.add(key)
+        return (500 if fail else 200), 0.02
+
+    endpoint.answer = answer
+    with emulator_env(shared_gateway.address):
+        pub = pubsub_v1.PublisherClient(
+            publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+        )
+    _, _, topic, _ = _make(
+        shared_gateway, names, {"push_endpoint": endpoint.url()}, enable_message_ordering=True
+    )
+    futures = [
+        pub.publish(topic, f"k{k}:{i}".encode(), ordering_key=f"k{k}") for i in range(30) for k in range(3)
+    ]
+    for f in futures:
+        f.result(timeout=30)
+
+    def done(rs: list[Received]) -> bool:
+        last = {k: [r.data for r in rs if r.data.startswith(b"k%d:" % k)] for k in range(3)}
+        return all(v and v[-1] == b"k%d:29" % k and len(failed) == 3 for k, v in last.items())
+
+    assert endpoint.wait(done, 60), [r.data for r in endpoint.requests]
+    time.sleep(1)
+    for k in range(3):
+        order = [int(r.data.split(b":")[1]) for r in endpoint.requests if r.data.startswith(b"k%d:" % k)]
+        # Pushed concurrently, 11 and later would reach the endpoint before 10 failed.
+        assert order == [*range(11), *range(10, 30)], f"k{k}: {order}"

@@ -207,7 +207,9 @@ def _resource(endpoint: str) -> Any:
         oidc_token=SimpleNamespace(service_account_email="", audience=""),
         HasField=lambda _: False,
     )
-    proto = SimpleNamespace(push_config=push, ack_deadline_seconds=10, HasField=lambda _: False)
+    proto = SimpleNamespace(
+        push_config=push, ack_deadline_seconds=10, enable_message_ordering=False, HasField=lambda _: False
+    )
     return SimpleNamespace(name=SUB, meta={"uid": "u1"}, proto=proto)
 
 

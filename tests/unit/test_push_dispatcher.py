@@ -69,8 +69,9 @@ class FakeSession:
 class FakeCore:
     """Open streams, ack, nack: the part of DeliveryService a dispatcher calls."""
 
-    def __init__(self, messages: int) -> None:
+    def __init__(self, messages: int, key_of: Callable[[int], bytes | None] = lambda _: None) -> None:
         self.backlog = [f"m{i}" for i in range(messages)]
+        self.key_of = key_of
         self.attempts: dict[str, int] = {}
         self.acked: list[str] = []
         self.nacked: list[str] = []
@@ -80,7 +81,8 @@ class FakeCore:
 
     def delivery(self, mid: str) -> FakeDelivery:
         self.attempts[mid] = self.attempts.get(mid, 0) + 1
-        return FakeDelivery(mid, Record(0, int(mid[1:]), 0, None, mid.encode(), None), 0)
+        offset = int(mid[1:])
+        return FakeDelivery(mid, Record(0, offset, 0, self.key_of(offset), mid.encode(), None), 0)
 
     async def open_stream(self, name: str, deadline: int, max_messages: int, max_bytes: int) -> FakeSession:
         assert (name, max_bytes) == (SUB, 0) and max_messages >= 1
@@ -122,22 +124,28 @@ class FakeEndpoint:
         return Outcome(ok, "HTTP 200" if ok else "HTTP 500")
 
 
-def _resource() -> Any:
+def _resource(ordered: bool = False) -> Any:
     push = SimpleNamespace(
         push_endpoint="http://e.test/push",
         no_wrapper=SimpleNamespace(write_metadata=False),
         oidc_token=SimpleNamespace(service_account_email="", audience=""),
         HasField=lambda _: False,
     )
-    proto = SimpleNamespace(push_config=push, ack_deadline_seconds=10, HasField=lambda _: False)
+    proto = SimpleNamespace(
+        push_config=push, ack_deadline_seconds=10, enable_message_ordering=ordered, HasField=lambda _: False
+    )
     return SimpleNamespace(name=SUB, meta={"uid": "u1"}, proto=proto)
 
 
 async def _run(
-    core: FakeCore, endpoint: FakeEndpoint, done: Callable[[], bool], max_window: int = 1000
+    core: FakeCore,
+    endpoint: FakeEndpoint,
+    done: Callable[[], bool],
+    max_window: int = 1000,
+    ordered: bool = False,
 ) -> dispatcher_mod.Dispatcher:
     d = dispatcher_mod.Dispatcher(
-        _resource(),
+        _resource(ordered),
         core,
         endpoint,
         TokenSigner(list, "http://i"),
@@ -209,3 +217,56 @@ async def test_stop_cancels_and_nacks_what_outlives_the_grace() -> None:
     await _until(core, lambda: endpoint.active == 2, 5)
     await d.stop(grace=0.1)
     assert sorted(core.nacked) == ["m0", "m1"] and core.acked == []
+
+
+class KeyedEndpoint(FakeEndpoint):
+    """Records, per ordering key, the pushes in the order they began and the most at once."""
+
+    def __init__(self, core: FakeCore, answer: Callable[[str], bool]) -> None:
+        super().__init__(core, answer, latency=0.005)
+        self.by_key: dict[bytes | None, list[int]] = {}
+        self.active_keys: dict[bytes | None, int] = {}
+        self.key_peak = 0
+
+    async def post(self, url: str, request: PushRequest, time_left: float, token: str | None) -> Outcome:
+        offset = int(request.body.decode().split('"messageId":"')[1].split('"')[0])
+        key = self.core.key_of(offset)
+        self.by_key.setdefault(key, []).append(offset)
+        self.active_keys[key] = self.active_keys.get(key, 0) + 1
+        self.key_peak = max(self.key_peak, self.active_keys[key])
+        try:
+            return await super().post(url, request, time_left, token)
+        finally:
+            self.active_keys[key] -= 1
+
+
+async def test_with_ordering_a_key_is_pushed_one_message_at_a_time_in_order() -> None:
+    core = FakeCore(300, key_of=lambda o: b"k%d" % (o % 3))
+    endpoint = KeyedEndpoint(core, lambda _: True)
+    await _run(core, endpoint, lambda: len(core.acked) == 300, max_window=64, ordered=True)
+    assert endpoint.key_peak == 1, "never two pushes of one key at once"
+    assert endpoint.peak > 1, "different keys still go in parallel"
+    for k in range(3):
+        assert endpoint.by_key[b"k%d" % k] == list(range(k, 300, 3))
+
+
+async def test_with_ordering_a_failed_push_sends_the_rest_of_its_key_back_unsent() -> None:
+    failed: set[int] = set()
+
+    def answer(body: str) -> bool:
+        offset = int(body.split('"messageId":"')[1].split('"')[0])
+        if offset == 3 and offset not in failed:
+            failed.add(offset)
+            return False
+        return True
+
+    core = FakeCore(10, key_of=lambda o: b"k")
+    endpoint = KeyedEndpoint(core, answer)
+    await _run(core, endpoint, lambda: len(core.acked) == 10, ordered=True)
+    pushed = endpoint.by_key[b"k"]
+    assert pushed[:4] == [0, 1, 2, 3], "in order up to the failure"
+    assert core.nacked[0] == "m3", core.nacked
+    assert core.nacked[1:] and set(core.nacked[1:]) <= {f"m{i}" for i in range(4, 10)}, (
+        "then what was taken of the rest of its key, nacked without being pushed"
+    )
+    assert sorted(pushed[4:]) == list(range(3, 10)), "each pushed once more after the failure"

@@ -68,3 +68,74 @@ def test_lease_validity_and_hold() -> None:
     assert state.lease_valid(0, 1, DL + 1)
     state.hold(0, 7, DL + 50_000)  # a stale generation holds nothing
     assert not state.lease_valid(0, 1, DL + 5_000)
+
+
+def _ack(state: PartitionState[tuple[int, bytes | None]], *offsets: int, at: int = T0) -> list[int]:
+    """Ack as the ack path does for an ordered subscription: only what order_acks lets through."""
+    now, _ = state.order_acks(offsets)
+    if now:
+        state.apply(Ack(0, tuple((o, o + 1) for o in now)), at)
+    return now
+
+
+def test_an_ack_behind_an_unacked_message_of_its_key_is_held_back() -> None:
+    state = _ordered("a", "a", "a", "b")
+    state.take(10, T0, DL)
+    now, held = state.order_acks([1, 2, 3])
+    assert (now, held) == ([3], [1, 2]), "b has nothing earlier out; 1 and 2 wait for 0"
+    assert not state.is_acked(1) and state.lease_of(1) is not None
+
+
+def test_acking_the_earlier_message_releases_the_held_acks() -> None:
+    state = _ordered("a", "a", "a")
+    state.take(10, T0, DL)
+    assert _ack(state, 2) == []
+    assert _ack(state, 0) == [0], "1 is still out: 2 waits for it too"
+    assert _ack(state, 1) == [1, 2]
+    assert state.watermark == 3
+
+
+def test_acks_in_one_request_count_together() -> None:
+    state = _ordered("a", "a", "a")
+    state.take(10, T0, DL)
+    assert state.order_acks([2, 0, 1]) == ([0, 1, 2], [])
+
+
+def test_a_nack_redelivers_the_later_messages_of_its_key_even_if_acked() -> None:
+    state = _ordered("a", "a", "a", "a")
+    state.take(10, T0, DL)
+    assert _ack(state, 0) == [0]
+    assert _ack(state, 2, 3) == [], "1 is still out"
+    state.apply(SetDeadline(0, ((1, 1),), T0), T0 + 1)  # nack 1
+    again = state.take(10, T0 + 2, DL)
+    assert _offsets(again) == [1, 2, 3], "the nacked one and every later one, acked or not, in order"
+    assert [g for _, g, _ in again] == [2, 2, 2]
+    assert state.order_acks([2, 3]) == ([], [2, 3]), "the old acks are gone: 1 is out again"
+
+
+def test_a_held_ack_does_not_expire_but_comes_back_with_an_expired_earlier_message() -> None:
+    state = _ordered("a", "a")
+    state.take(10, T0, DL)
+    state.apply(SetDeadline(0, ((0, 1),), DL + 50_000), T0)  # 0 is extended, 1 is not
+    _ack(state, 1)
+    assert state.next_expiry() == DL + 50_000, "the held ack's own deadline no longer counts"
+    assert state.take(10, DL + 1, DL + 20_000) == []
+    assert _offsets(state.take(10, DL + 50_001, DL + 90_000)) == [0, 1]
+
+
+def test_held_acks_freed_by_an_ack_read_from_the_log_are_handed_over() -> None:
+    state = _ordered("a", "a", "a")
+    state.take(10, T0, DL)
+    _ack(state, 1, 2)
+    assert state.take_freed() == []
+    state.apply(Ack(0, ((0, 1),)), T0)  # e.g. a Spark job's ack, read from the log
+    assert state.take_freed() == [1, 2]
+    assert state.take_freed() == []
+    assert state.next_expiry() == DL, "to be written: their leases run again until applied"
+
+
+def test_unordered_acks_are_never_held() -> None:
+    state: PartitionState[tuple[int, bytes]] = PartitionState(0, 0)
+    state.add_records((i, (i, b"a")) for i in range(3))
+    state.take(10, T0, DL)
+    assert state.order_acks([2]) == ([2], [])
