@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     cache: Path = args.cache.resolve()
     results = cache / "results.json"
     results.unlink(missing_ok=True)
+    shutil.rmtree(cache / "logs", ignore_errors=True)  # this run's logs only
     check_installed()
     source = extract(fetch(cache), cache / "src")
     check_expected(source)
