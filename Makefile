@@ -11,8 +11,10 @@ DEPS   := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 STAMP  := $(VENV)/.installed-$(DEPS)
 # pyspark (the `spark` extra, ~470 MB) is installed only where the Spark tests run: make test.
 SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
+# The conformance extra: the client version whose system tests run, and their imports.
+CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e spark coverage protos bench bench-quick test-kafka-versions test-cluster clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick test-kafka-versions test-cluster clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -31,21 +33,25 @@ $(SPARK_STAMP): $(STAMP)
 	$(BIN)/pip install -q -e '.[test,spark]'
 	@rm -f $(VENV)/.installed-spark-* && touch $@
 
+$(CONFORMANCE_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,conformance]'
+	@rm -f $(VENV)/.installed-conformance-* && touch $@
+
 ## run: the gateway on an embedded local Kafka (data kept in .cache/kafka-data), gRPC on :8085
 run: $(STAMP)
 	$(BIN)/pubsub-gateway serve --kafka-data-dir .cache/kafka-data
 
-## test: the whole suite, fastest feedback first: lint, unit, in-process, end-to-end, Spark.
+## test: the whole suite, fastest feedback first: lint, unit, in-process, end-to-end, conformance, Spark.
 ## Each tier is one pytest run, in this order also under -j; the first that fails stops the rest.
 ## pyspark is installed first, so mypy checks spark/ against its types (CONTRIBUTING.md).
 test: $(SPARK_STAMP)
-	@for tier in lint unit inprocess e2e spark; do \
+	@for tier in lint unit inprocess e2e conformance spark; do \
 		$(MAKE) --no-print-directory $$tier || exit 1; done
 
 ## lint: ruff format and check, mypy --strict, and the import contracts (no cycles; wire -> core -> Kafka)
 lint: $(STAMP)
-	$(BIN)/ruff format --check gateway tests benchmarks spark
-	$(BIN)/ruff check gateway tests benchmarks spark
+	$(BIN)/ruff format --check gateway tests benchmarks spark conformance
+	$(BIN)/ruff check gateway tests benchmarks spark conformance
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -60,6 +66,11 @@ inprocess: $(STAMP)
 ## e2e: gateway processes, the official clients, real HTTP, brokers killed and restarted
 e2e: $(STAMP)
 	$(BIN)/python -m pytest tests/e2e tests/integration
+
+## conformance: google-cloud-pubsub's own system tests, downloaded from PyPI and checked against a
+## pinned sha256, on a gateway and a broker; conformance/expected.toml lists what may not pass
+conformance: $(CONFORMANCE_STAMP)
+	$(BIN)/python -m conformance
 
 spark: $(SPARK_STAMP)
 	$(BIN)/python -m pytest tests/spark
