@@ -60,6 +60,10 @@ class _Listener:
     def wants_records(self) -> bool:
         return True
 
+    def on_fetch_targets(self, ends: dict[int, int]) -> None:
+        with self.cond:
+            self.threads.add(threading.current_thread().name)
+
     def on_seeked(self, done: dict[int, int]) -> None:
         with self.cond:
             self.threads.add(threading.current_thread().name)
