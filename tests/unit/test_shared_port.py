@@ -1,0 +1,216 @@
+"""The shared port's parts without a gateway: telling protocols apart, handing REST connections
+over, and the pump's ends (half-close, reset, close) against an echo server standing in for
+the gRPC server on its unix socket. tests/e2e/test_one_port.py drives a whole gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.wire import pump as pump_mod
+from gateway.wire.pump import Pumps
+from gateway.wire.shared_port import PREFACE, PortLimits, Protocol, SharedPort, identify
+
+in_fixture_loop = pytest.mark.asyncio(loop_scope="session")  # the loop of the async fixtures
+
+
+@pytest.mark.parametrize(
+    ("first", "expected"),
+    [
+        (b"", None),
+        (b"P", None),
+        (PREFACE[:23], None),
+        (PREFACE, Protocol.GRPC),
+        (PREFACE + b"\x00\x00\x12\x04", Protocol.GRPC),
+        (b"GET / HTTP/1.1\r\n", Protocol.REST),
+        (b"PUT /v1/projects/p/topics/t HTTP/1.1", Protocol.REST),
+        (b"PRI * HTTP/1.1\r\n", Protocol.REST),  # diverges from the preface: HTTP/1.1's to refuse
+        (b"\x16\x03\x01", Protocol.REST),  # TLS: REST answers 400
+    ],
+)
+def test_identify(first: bytes, expected: Protocol | None) -> None:
+    assert identify(first) is expected
+
+
+class Recorder(asyncio.Protocol):
+    """REST's stand-in: what it was given, in order."""
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.peer: object = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.peer = transport.get_extra_info("peername")
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+
+class Echo:
+    """The gRPC server's stand-in on a unix socket: echoes, and closes at the client's end."""
+
+    def __init__(self) -> None:
+        self.ends = 0
+        self.server: asyncio.AbstractServer | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+        except ConnectionError:
+            pass
+        self.ends += 1
+        writer.close()
+
+
+class Port:
+    def __init__(self, shared: SharedPort, pumps: Pumps, echo: Echo, rest: list[Recorder]) -> None:
+        self.shared, self.pumps, self.echo, self.rest = shared, pumps, echo, rest
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.shared.port)
+
+
+@pytest.fixture
+async def port(tmp_path: Path) -> AsyncIterator[Port]:
+    echo = Echo()
+    target = str(tmp_path / "grpc.sock")
+    echo.server = await asyncio.start_unix_server(echo.handle, target)
+    pumps = Pumps(target)
+    shared = SharedPort("127.0.0.1", 0, PortLimits(0.5, 5, 3), pumps)
+    await shared.bind()
+    rest: list[Recorder] = []
+
+    def factory() -> asyncio.Protocol:
+        rest.append(Recorder())
+        return rest[-1]
+
+    shared.serve(factory)
+    yield Port(shared, pumps, echo, rest)
+    await shared.close()
+    await pumps.close()
+    for r in rest:
+        if r.transport is not None:
+            r.transport.close()
+    echo.server.close()
+
+
+async def _until(condition: object, within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not callable(condition) or not condition():
+        assert time.monotonic() < deadline, "not within the time"
+        await asyncio.sleep(0.02)
+
+
+@in_fixture_loop
+async def test_grpc_bytes_go_both_ways_and_a_half_close_travels(port: Port) -> None:
+    reader, writer = await port.connect()
+    writer.write(PREFACE[:10])  # the preface in pieces
+    await asyncio.sleep(0.05)
+    writer.write(PREFACE[10:] + b"frames")
+    assert await reader.readexactly(len(PREFACE) + 6) == PREFACE + b"frames"
+    writer.write(b"x" * 300_000)  # more than a pipe holds
+    assert await reader.readexactly(300_000) == b"x" * 300_000
+    assert port.pumps.open_connections == 1
+    writer.write_eof()  # the client's FIN reaches the server, whose close comes back
+    assert await reader.read() == b""
+    await _until(lambda: port.echo.ends == 1 and port.pumps.open_connections == 0)
+    writer.close()
+
+
+@in_fixture_loop
+async def test_rest_gets_the_connection_with_what_was_read_first(port: Port) -> None:
+    _, writer = await port.connect()
+    writer.write(b"P")  # could still be the preface
+    await asyncio.sleep(0.05)
+    assert not port.rest
+    writer.write(b"UT /v1/x HTTP/1.1\r\n")
+    await _until(lambda: len(port.rest) == 1 and port.rest[0].data == b"PUT /v1/x HTTP/1.1\r\n")
+    writer.write(b"Host: g\r\n\r\n")
+    await _until(lambda: port.rest[0].data.endswith(b"Host: g\r\n\r\n"))
+    assert port.rest[0].peer == writer.get_extra_info("sockname")  # the client's own address
+    assert port.pumps.started == 0
+    writer.close()
+
+
+@in_fixture_loop
+async def test_a_reset_from_the_client_ends_the_servers_side(port: Port) -> None:
+    _, writer = await port.connect()
+    writer.write(PREFACE)
+    await _until(lambda: port.pumps.open_connections == 1)
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()  # RST
+    await _until(lambda: port.echo.ends == 1 and port.pumps.open_connections == 0)
+
+
+@in_fixture_loop
+async def test_silent_and_half_preface_connections_close_after_the_timeout(port: Port) -> None:
+    opened = time.monotonic()
+    silent_reader, silent = await port.connect()
+    half_reader, half = await port.connect()
+    half.write(PREFACE[:5])
+    assert await asyncio.wait_for(silent_reader.read(), 3) == b""
+    assert await asyncio.wait_for(half_reader.read(), 3) == b""
+    assert 0.4 <= time.monotonic() - opened <= 2.0
+    assert port.shared.timed_out == 2 and port.shared.pending_connections == 0
+    silent.close()
+    half.close()
+
+
+@in_fixture_loop
+async def test_past_the_pending_maximum_the_oldest_is_closed(port: Port) -> None:
+    conns = [await port.connect() for _ in range(6)]  # the limit is 5
+    assert await asyncio.wait_for(conns[0][0].read(), 0.4) == b""
+    assert port.shared.evicted == 1
+    reader, writer = await port.connect()  # a newcomer that speaks is served
+    writer.write(PREFACE)
+    assert await reader.readexactly(len(PREFACE)) == PREFACE
+    for _, w in [*conns, (reader, writer)]:
+        w.close()
+
+
+@in_fixture_loop
+async def test_grpc_connections_past_the_maximum_are_closed(port: Port) -> None:
+    conns = [await port.connect() for _ in range(4)]  # the gRPC limit is 3
+    for _, w in conns:
+        w.write(PREFACE)
+    for r, _ in conns[:3]:
+        assert await r.readexactly(len(PREFACE)) == PREFACE
+    assert await asyncio.wait_for(conns[3][0].read(), 2) == b""
+    assert port.shared.refused_grpc == 1
+    for _, w in conns:
+        w.close()
+
+
+@in_fixture_loop
+async def test_close_ends_pumped_connections_and_joins_their_threads(
+    port: Port, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pump_mod, "LINGER_SECONDS", 30.0)
+    before = threading.active_count()
+    conns = [await port.connect() for _ in range(3)]
+    for r, w in conns:
+        w.write(PREFACE)
+        assert await r.readexactly(len(PREFACE)) == PREFACE
+    assert threading.active_count() == before + 6  # two per connection
+    assert port.echo.server is not None
+    port.echo.server.close()  # the server stops; its connections stay until the pumps end
+    started = time.monotonic()
+    await port.shared.close()
+    await port.pumps.close()
+    assert time.monotonic() - started < 2
+    assert threading.active_count() == before
+    for r, w in conns:
+        assert await asyncio.wait_for(r.read(), 2) == b""
+        w.close()
+    assert port.pumps.open_connections == 0
