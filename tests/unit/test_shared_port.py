@@ -14,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from gateway.settings import Settings, SettingsError
 from gateway.wire import pump as pump_mod
+from gateway.wire.connections import FILES_BESIDES_CLIENTS, files_needed
 from gateway.wire.pump import Pumps
 from gateway.wire.shared_port import PREFACE, PortLimits, Protocol, SharedPort, identify
+from tests.unit.test_settings import parse
 
 in_fixture_loop = pytest.mark.asyncio(loop_scope="session")  # the loop of the async fixtures
 
@@ -214,3 +217,56 @@ async def test_close_ends_pumped_connections_and_joins_their_threads(
         assert await asyncio.wait_for(r.read(), 2) == b""
         w.close()
     assert port.pumps.open_connections == 0
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "rest_port", "shares"),
+    [
+        ([], {}, None, True),
+        (["--rest-port", "shared"], {}, None, True),
+        (["--rest-port", " Shared "], {}, None, True),
+        ([], {"PUBSUB_GATEWAY_REST_PORT": ""}, None, True),
+        ([], {"PUBSUB_GATEWAY_REST_PORT": "8086"}, 8086, False),
+        (["--rest-port", "0"], {}, 0, False),
+        (["--port", "0", "--rest-port", "0"], {}, 0, False),  # two ports, each picked
+        (["--port", "9000", "--rest-port", "9000"], {}, 9000, True),  # one port, named twice
+        (["--rest-port", "0", "--rest-port", "shared"], {}, None, True),  # the last flag wins
+    ],
+)
+def test_rest_port_shared_or_a_number(
+    argv: list[str], env: dict[str, str], rest_port: int | None, shares: bool
+) -> None:
+    s = parse(argv, env)
+    assert (s.rest_port, s.shares_port) == (rest_port, shares)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--rest-port", "eighty"], "--rest-port must be a port number or shared, got 'eighty'"),
+        (["--rest-port", "65536"], "--rest-port must be 0..65535 or shared"),
+        (["--max-pending-connections", "0"], "--max-pending-connections must be 1..1000000"),
+        (["--first-bytes-timeout-seconds", "0"], r"--first-bytes-timeout-seconds must be in \[0.1, 86400\]"),
+        (
+            ["--rest-port", "8086", "--max-pending-connections", "5"],
+            "applies to a port shared by gRPC and REST",
+        ),
+        (
+            ["--rest-port", "0", "--first-bytes-timeout-seconds", "3"],
+            "applies to a port shared by gRPC and REST",
+        ),
+    ],
+)
+def test_bad_or_meaningless_port_settings_are_refused(argv: list[str], message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        parse(argv)
+
+
+def test_the_open_file_budget_counts_the_pump() -> None:
+    shared = Settings(http_max_connections=10, grpc_max_connections=20, max_pending_connections=30)
+    assert files_needed(shared) == 10 + 20 * pump_mod.FILES_PER_CONNECTION + 30 + FILES_BESIDES_CLIENTS
+    apart = Settings(rest_port=0, http_max_connections=10, grpc_max_connections=20)
+    assert files_needed(apart) == 10 + 20 + FILES_BESIDES_CLIENTS
