@@ -113,6 +113,9 @@ class SharedPort:
             )
             port = self._requested_port
             seen: set[tuple[int, object]] = set()
+            # IPv6 sockets take IPv4 too (as gRPC's own listener on `::` did), unless the name
+            # also gave an IPv4 address, which then has a socket of its own.
+            v6_only = len({info[0] for info in infos}) > 1
             for family, kind, proto, _, address in infos:
                 if (family, address[0]) in seen:
                     continue
@@ -121,7 +124,7 @@ class SharedPort:
                 self._listeners.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 if family == socket.AF_INET6:
-                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, int(v6_only))
                 sock.bind((address[0], port, *address[2:]))  # port 0: the first picks it for all
                 sock.listen(BACKLOG)
                 sock.setblocking(False)

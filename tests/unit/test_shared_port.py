@@ -219,6 +219,28 @@ async def test_close_ends_pumped_connections_and_joins_their_threads(
     assert port.pumps.open_connections == 0
 
 
+@in_fixture_loop
+async def test_a_wildcard_ipv6_host_takes_ipv4_too(tmp_path: Path) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this machine")
+    shared = SharedPort("::", 0, PortLimits(0.5, 5, 3), Pumps(str(tmp_path / "none.sock")))
+    await shared.bind()
+    rest: list[Recorder] = []
+
+    def factory() -> asyncio.Protocol:
+        rest.append(Recorder())
+        return rest[-1]
+
+    shared.serve(factory)
+    for host in ("127.0.0.1", "::1"):
+        _, writer = await asyncio.open_connection(host, shared.port)
+        writer.write(b"GET / HTTP/1.1\r\n")
+        await _until(lambda: bool(rest) and rest[-1].data == b"GET / HTTP/1.1\r\n")
+        writer.close()
+        rest.clear()
+    await shared.close()
+
+
 # -- settings -------------------------------------------------------------------------------------
 
 
