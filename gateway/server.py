@@ -8,7 +8,9 @@ import contextlib
 import logging
 import os
 import shutil
+import socket
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +37,28 @@ from gateway.wire.pump import Pumps
 from gateway.wire.shared_port import PortLimits, SharedPort
 
 log = logging.getLogger(__name__)
+SOCKET_DIR_PREFIX = "pubsub-gateway-"
+STALE_AFTER_SECONDS = 60.0
+
+
+def _remove_stale_socket_dirs() -> None:
+    """A gateway killed with SIGKILL leaves its socket directory behind: remove this user's
+    that are over a minute old and whose socket nobody listens on any more."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        directory = os.path.join(root, name)
+        target = os.path.join(directory, "grpc.sock")
+        try:
+            if not name.startswith(SOCKET_DIR_PREFIX) or os.stat(directory).st_uid != os.getuid():
+                continue
+            if time.time() - os.stat(target).st_mtime < STALE_AFTER_SECONDS:
+                continue
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect(target)  # someone listens: a live gateway's
+        except ConnectionRefusedError:
+            shutil.rmtree(directory, ignore_errors=True)
+        except OSError:
+            continue
 
 
 class Gateway:
@@ -168,7 +192,8 @@ class Gateway:
         this user may enter: the pumps reach it there, and nobody gets around the port's limits.
         The pumps end after the server has stopped (its calls end through them)."""
         s, stack = self.settings, self._stack
-        directory = tempfile.mkdtemp(prefix="pubsub-gateway-")
+        await asyncio.to_thread(_remove_stale_socket_dirs)
+        directory = tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX)
         stack.callback(shutil.rmtree, directory, ignore_errors=True)
         target = os.path.join(directory, "grpc.sock")
         if not server.add_insecure_port(f"unix:{target}"):

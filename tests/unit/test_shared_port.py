@@ -5,6 +5,7 @@ the gRPC server on its unix socket. tests/e2e/test_one_port.py drives a whole ga
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 import threading
@@ -292,3 +293,32 @@ def test_the_open_file_budget_counts_the_pump() -> None:
     assert files_needed(shared) == 10 + 20 * pump_mod.FILES_PER_CONNECTION + 30 + FILES_BESIDES_CLIENTS
     apart = Settings(rest_port=0, http_max_connections=10, grpc_max_connections=20)
     assert files_needed(apart) == 10 + 20 + FILES_BESIDES_CLIENTS
+
+
+def test_stale_socket_directories_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway import server
+
+    monkeypatch.setattr(server.tempfile, "gettempdir", lambda: str(tmp_path))
+    old = time.time() - 3600
+    dirs = {}
+    listening: socket.socket | None = None
+    for name in ("dead", "live", "fresh"):
+        directory = tmp_path / f"{server.SOCKET_DIR_PREFIX}{name}"
+        directory.mkdir()
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(directory / "grpc.sock"))
+        if name == "live":
+            sock.listen()
+            listening = sock
+        else:
+            sock.close()  # the path stays, nobody listens: what SIGKILL leaves
+        if name != "fresh":
+            os.utime(directory / "grpc.sock", (old, old))
+        dirs[name] = directory
+    other = tmp_path / "something-else"
+    other.mkdir()
+    server._remove_stale_socket_dirs()
+    assert [name for name, d in dirs.items() if d.exists()] == ["live", "fresh"]
+    assert other.exists()
+    assert listening is not None
+    listening.close()
