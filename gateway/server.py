@@ -1,11 +1,16 @@
-"""The gateway process: Kafka clients, core services and the gRPC server, started and stopped
-in order with one AsyncExitStack."""
+"""The gateway process: Kafka clients, core services, the gRPC and REST servers and the port
+they share (or their two ports), started and stopped in order with one AsyncExitStack."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,10 +31,34 @@ from gateway.push.manager import PushManager
 from gateway.settings import Settings
 from gateway.translate import names
 from gateway.wire import grpc_api, rest
-from gateway.wire.connections import FILES_BESIDES_CLIENTS, grpc_options, raise_file_limit
+from gateway.wire.connections import files_needed, grpc_options, raise_file_limit
 from gateway.wire.peers import GrpcPeers
+from gateway.wire.pump import Pumps
+from gateway.wire.shared_port import PortLimits, SharedPort
 
 log = logging.getLogger(__name__)
+SOCKET_DIR_PREFIX = "pubsub-gateway-"
+STALE_AFTER_SECONDS = 60.0
+
+
+def _remove_stale_socket_dirs() -> None:
+    """A gateway killed with SIGKILL leaves its socket directory behind: remove this user's
+    that are over a minute old and whose socket nobody listens on any more."""
+    root = tempfile.gettempdir()
+    for name in os.listdir(root):
+        directory = os.path.join(root, name)
+        target = os.path.join(directory, "grpc.sock")
+        try:
+            if not name.startswith(SOCKET_DIR_PREFIX) or os.stat(directory).st_uid != os.getuid():
+                continue
+            if time.time() - os.stat(target).st_mtime < STALE_AFTER_SECONDS:
+                continue
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect(target)  # someone listens: a live gateway's
+        except ConnectionRefusedError:
+            shutil.rmtree(directory, ignore_errors=True)
+        except OSError:
+            continue
 
 
 class Gateway:
@@ -45,6 +74,7 @@ class Gateway:
         self._on_failure = on_failure
         self._stack = contextlib.AsyncExitStack()
         self._server: grpc.aio.Server | None = None
+        self.shared_port: SharedPort | None = None  # when gRPC and REST share --port
         # The services, set by start(): the in-process tests (tests/inprocess) reach them here.
         self.store: ResourceStore
         self.topics: TopicService
@@ -61,7 +91,7 @@ class Gateway:
     async def start(self) -> None:
         s = self.settings
         stack = self._stack
-        raise_file_limit(s.http_max_connections + s.grpc_max_connections + FILES_BESIDES_CLIENTS)
+        raise_file_limit(files_needed(s))
         if not s.kafka_bootstrap:
             kafka = LocalKafka(
                 data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb, profile=DEV
@@ -109,9 +139,14 @@ class Gateway:
         publisher = grpc_api.Publisher(topics, subs, snapshots)
         subscriber = grpc_api.Subscriber(subs, delivery, snapshots)
         grpc_api.add_to_server(server, publisher, subscriber)
-        self.port = server.add_insecure_port(f"{s.host}:{s.port}")
-        if self.port == 0:
-            raise OSError(f"cannot listen on {s.host}:{s.port}")
+        shared: SharedPort | None = None
+        if s.shares_port:
+            shared = await self._shared_port(server)
+            self.port = shared.port
+        else:
+            self.port = server.add_insecure_port(f"{s.host}:{s.port}")
+            if self.port == 0:
+                raise OSError(f"cannot listen on {s.host}:{s.port}")
         peers = GrpcPeers()
         stack.push_async_callback(peers.close)
         delivery.connect_peers(s.advertise_address or f"{s.host}:{self.port}", peers)
@@ -131,7 +166,7 @@ class Gateway:
             rest.RestServer(
                 app,
                 s.host,
-                s.rest_port,
+                None if shared is not None else s.rest_port,
                 s.shutdown_grace_seconds,
                 rest.HttpLimits(
                     max_connections=s.http_max_connections,
@@ -141,10 +176,36 @@ class Gateway:
                 ),
             )
         )
-        self.rest_port = rest_server.port
+        if shared is not None:
+            assert rest_server.guard is not None
+            shared.serve(rest_server.guard)  # on the way out: closed before REST and gRPC stop
+            stack.push_async_callback(shared.close)
+            self.rest_port = self.port
+        else:
+            self.rest_port = rest_server.port
         stack.push_async_callback(push.stop)
         await push.start(self.rest_port)
         stack.callback(delivery.close_streams)  # first on the way out: streams end UNAVAILABLE
+
+    async def _shared_port(self, server: grpc.aio.Server) -> SharedPort:
+        """Take the public port, and put the gRPC server on a unix socket in a directory only
+        this user may enter: the pumps reach it there, and nobody gets around the port's limits.
+        The pumps end after the server has stopped (its calls end through them)."""
+        s, stack = self.settings, self._stack
+        await asyncio.to_thread(_remove_stale_socket_dirs)
+        directory = tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX)
+        stack.callback(shutil.rmtree, directory, ignore_errors=True)
+        target = os.path.join(directory, "grpc.sock")
+        if not server.add_insecure_port(f"unix:{target}"):
+            raise OSError(f"cannot listen on the unix socket {target}")
+        pumps = Pumps(target)
+        stack.push_async_callback(pumps.close)  # pushed before server.stop: runs after it
+        limits = PortLimits(s.first_bytes_timeout_seconds, s.max_pending_connections, s.grpc_max_connections)
+        shared = SharedPort(s.host, s.port, limits, pumps)
+        stack.push_async_callback(shared.close)  # a start that fails later lets the port go
+        await shared.bind()
+        self.shared_port = shared
+        return shared
 
     async def stop(self) -> None:
         """Stop accepting calls, let running ones finish, flush, leave groups. Idempotent."""

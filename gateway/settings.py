@@ -79,6 +79,19 @@ def repeatable_setting(help: str, *, metavar: str, split_env: Callable[[str], li
     return dataclasses.field(default_factory=dict, metadata={_DECLARED: declared})
 
 
+def _rest_port(value: object) -> int | None:
+    """`shared` (or nothing) is None; otherwise a port number, checked by validate()."""
+    if value is None or isinstance(value, int):
+        return value
+    text = str(value).strip().lower()
+    if text in ("", "shared"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise SettingsError(f"--rest-port must be a port number or shared, got {str(value)[:40]!r}") from None
+
+
 _DESTINATIONS_ERROR = "--push-destinations must be any or public, got {!r}"
 
 
@@ -102,8 +115,16 @@ def split_env_kafka_config(raw: str) -> list[str]:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     host: str = setting("127.0.0.1", "address to listen on (default 127.0.0.1)")
-    port: int = setting(8085, "gRPC port (default 8085; 0 picks one)")
-    rest_port: int = setting(8086, "REST/JSON port (default 8086; 0 picks one)")
+    port: int = setting(
+        8085, "the API's port (default 8085; 0 picks one): gRPC, and REST too unless --rest-port moves it"
+    )
+    # None: REST shares --port with gRPC, as Google's emulator does (docs/connections.md).
+    rest_port: int | None = setting(
+        None,
+        "shared (the default): REST/JSON on --port beside gRPC, told apart by each connection's "
+        "first bytes; a port number: REST there alone, and --port serves gRPC alone (0 picks one)",
+        convert=_rest_port,
+    )
     kafka_bootstrap: str | None = setting(
         None, "HOST:PORT of an existing Kafka cluster; without it an embedded local broker runs"
     )
@@ -236,6 +257,17 @@ class Settings:
         "gRPC connections older than this get GOAWAY; their calls run to their end (default 3600; "
         "0: no limit)",
     )
+    # The shared port only: the time and room a connection gets before it says which protocol.
+    first_bytes_timeout_seconds: float = setting(
+        10.0,
+        "on the shared port, a connection must send its first bytes (which tell gRPC from REST) "
+        "within this long, or it is closed (default 10)",
+    )
+    max_pending_connections: int = setting(
+        1000,
+        "on the shared port, connections that have not yet sent their first bytes; one more "
+        "closes the oldest of them (default 1000)",
+    )
     event_loop: str = setting(
         "auto", "auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)"
     )
@@ -244,8 +276,8 @@ class Settings:
     def validate(self) -> Settings:
         if not 0 <= self.port <= 65535:
             raise SettingsError(f"--port must be 0..65535, got {self.port}")
-        if not 0 <= self.rest_port <= 65535:
-            raise SettingsError(f"--rest-port must be 0..65535, got {self.rest_port}")
+        if self.rest_port is not None and not 0 <= self.rest_port <= 65535:
+            raise SettingsError(f"--rest-port must be 0..65535 or shared, got {self.rest_port}")
         if not 0 <= self.kafka_port <= 65535:
             raise SettingsError(f"--kafka-port must be 0..65535, got {self.kafka_port}")
         if self.default_partitions < 1:
@@ -343,9 +375,27 @@ class Settings:
         ):
             if not 0.1 <= getattr(self, name) <= 86_400:
                 raise SettingsError(f"{flag_of(name)} must be in [0.1, 86400]")
+        if not 1 <= self.max_pending_connections <= 1_000_000:
+            raise SettingsError("--max-pending-connections must be 1..1000000")
+        if not 0.1 <= self.first_bytes_timeout_seconds <= 86_400:
+            raise SettingsError("--first-bytes-timeout-seconds must be in [0.1, 86400]")
+        if not self.shares_port:
+            # Accepted and ignored would be a lie: they bound a port this gateway does not have.
+            for name in ("first_bytes_timeout_seconds", "max_pending_connections"):
+                if getattr(self, name) != _FIELD_DEFAULTS[name]:
+                    raise SettingsError(
+                        f"{flag_of(name)} applies to a port shared by gRPC and REST; with "
+                        f"--rest-port {self.rest_port}, REST has its own port and --port serves "
+                        "gRPC alone"
+                    )
         age = self.grpc_max_connection_age_seconds
         if age != 0 and not 1 <= age <= 30 * 86_400:
             raise SettingsError("--grpc-max-connection-age-seconds must be 0 (no limit) or in [1, 2592000]")
+
+    @property
+    def shares_port(self) -> bool:
+        """gRPC and REST on one port (--port): --rest-port is `shared`, or the same nonzero port."""
+        return self.rest_port is None or (self.rest_port == self.port and self.port != 0)
 
     @property
     def grpc_connection_age_grace_seconds(self) -> float:
@@ -363,6 +413,9 @@ class Settings:
             for k, v in self.kafka_config.items()
         }
         return out
+
+
+_FIELD_DEFAULTS: Final = {f.name: f.default for f in dataclasses.fields(Settings)}
 
 
 def _parse_kafka_config(items: Sequence[str]) -> dict[str, str]:

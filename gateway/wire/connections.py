@@ -1,5 +1,5 @@
 """Connection limits of the gRPC server (its channel arguments) and the open-file budget of
-both ports (docs/connections.md). No protobuf imports: unit tests load this beside the client's."""
+the ports (docs/connections.md). No protobuf imports: unit tests load this beside the client's."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import logging
 from gateway.errors import FailedPrecondition
 from gateway.settings import Settings
 from gateway.translate.records import MAX_GRPC_MESSAGE
+from gateway.wire import pump
 
 log = logging.getLogger(__name__)
 MAX_MESSAGE = MAX_GRPC_MESSAGE  # a 10 MB publish and its framing; responses are cut under it
@@ -57,6 +58,16 @@ def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
+def files_needed(s: Settings) -> int:
+    """Open files for every connection the limits allow. A gRPC connection of a shared port
+    costs the pump's descriptors besides its own (pump.FILES_PER_CONNECTION), and connections
+    still to send their first bytes count up to --max-pending-connections."""
+    if not s.shares_port:
+        return s.http_max_connections + s.grpc_max_connections + FILES_BESIDES_CLIENTS
+    grpc_files = s.grpc_max_connections * pump.FILES_PER_CONNECTION
+    return s.http_max_connections + grpc_files + s.max_pending_connections + FILES_BESIDES_CLIENTS
+
+
 def raise_file_limit(needed: int) -> None:
     """Make room for `needed` open files: raise the soft RLIMIT_NOFILE toward the hard one, or
     refuse to start when even that is too low (the connection limits could not be honoured:
@@ -70,9 +81,9 @@ def raise_file_limit(needed: int) -> None:
         return
     if hard != resource.RLIM_INFINITY and hard < needed:
         raise FailedPrecondition(
-            f"the connection limits need {needed} open files (--http-max-connections + "
-            f"--grpc-max-connections + {FILES_BESIDES_CLIENTS}) but the hard limit is {hard}: "
-            "lower the limits or raise `ulimit -n`"
+            f"the connection limits need {needed} open files (--http-max-connections, "
+            "--grpc-max-connections, and on a shared port --max-pending-connections; "
+            f"docs/connections.md) but the hard limit is {hard}: lower the limits or raise `ulimit -n`"
         )
     resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
     log.info("raised the open-file limit from %d to %d for the connection limits", soft, needed)

@@ -271,12 +271,14 @@ server_log.addFilter(_ClientMistakes())
 
 
 class RestServer:
-    """The REST app on its own port, behind a ConnectionGuard (connection cap, deadline on
-    request heads); aiohttp closes connections idle for `limits.idle_timeout`. `stop()` closes
-    the port, then runs aiohttp's runner cleanup (idempotent)."""
+    """The REST app behind a ConnectionGuard (connection cap, deadline on request heads);
+    aiohttp closes connections idle for `limits.idle_timeout`. On a port of its own, or with
+    `port=None` on none: a shared port (shared_port.py) then hands it connections through
+    `guard`, the protocol factory. `stop()` closes the port, then runs aiohttp's runner cleanup,
+    which ends the connections of either (idempotent)."""
 
     def __init__(
-        self, app: web.Application, host: str, port: int, grace_seconds: float, limits: HttpLimits
+        self, app: web.Application, host: str, port: int | None, grace_seconds: float, limits: HttpLimits
     ) -> None:
         self._app = app
         self._host = host
@@ -306,6 +308,8 @@ class RestServer:
         assert runner.server is not None
         guard.protocol_factory = runner.server
         self.guard = guard
+        if self._requested_port is None:
+            return
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
             guard, self._host, self._requested_port, reuse_address=True, backlog=128

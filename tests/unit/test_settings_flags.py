@@ -65,6 +65,8 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--grpc-handshake-timeout-seconds", "PUBSUB_GATEWAY_GRPC_HANDSHAKE_TIMEOUT_SECONDS", "5", 5.0),
     ("--grpc-idle-timeout-seconds", "PUBSUB_GATEWAY_GRPC_IDLE_TIMEOUT_SECONDS", "60", 60.0),
     ("--grpc-max-connection-age-seconds", "PUBSUB_GATEWAY_GRPC_MAX_CONNECTION_AGE_SECONDS", "0", 0.0),
+    ("--first-bytes-timeout-seconds", "PUBSUB_GATEWAY_FIRST_BYTES_TIMEOUT_SECONDS", "2", 2.0),
+    ("--max-pending-connections", "PUBSUB_GATEWAY_MAX_PENDING_CONNECTIONS", "50", 50),
     ("--event-loop", "PUBSUB_GATEWAY_EVENT_LOOP", "asyncio", "asyncio"),
     ("--log-level", "PUBSUB_GATEWAY_LOG_LEVEL", "debug", "DEBUG"),
 ]
