@@ -28,8 +28,9 @@ def kafka_version() -> str:
 
 
 def serve_command(*args: str) -> list[str]:
-    """`pubsub-gateway serve` run by this interpreter, on ports the system picks, with `args`."""
-    return [sys.executable, "-m", "gateway", "serve", "--port", "0", "--rest-port", "0", *args]
+    """`pubsub-gateway serve` run by this interpreter on a port the system picks, gRPC and REST
+    on it as by default (`--rest-port 0` among `args` gives REST a port of its own), with `args`."""
+    return [sys.executable, "-m", "gateway", "serve", "--port", "0", *args]
 
 
 class GatewayProcess:

@@ -48,6 +48,10 @@ def gw(kafka_bootstrap: str, log_dir: Path) -> Iterator[GatewayProcess]:
         kafka_bootstrap,
         f"lim{uuid.uuid4().hex[:6]}",
         log_dir,
+        # Ports of their own: the silent connections below would otherwise wait to say which
+        # protocol they speak (test_other_layout_reruns.py runs the others on the shared port).
+        "--rest-port",
+        "0",
         "--http-max-connections",
         str(HTTP_MAX),
         "--http-header-timeout-seconds",

@@ -3,8 +3,9 @@
 The official client and real HTTP requests on the same address; StreamingPull through the pump;
 hostile connections (silent, garbage, half a preface, a flood of idle ones) closed within their
 bounds while others are served; the connection caps counted on the shared port; a clean stop.
-tests/e2e/test_one_port_reruns.py runs the REST suite and the connection-limit suite on a
-shared port as well.
+The suite's gateways serve both on one port, so every e2e test uses it; the connection-limit
+suite runs with ports of their own, and tests/e2e/test_other_layout_reruns.py runs each suite
+again in the other layout.
 """
 
 from __future__ import annotations
@@ -238,7 +239,7 @@ def test_stop_ends_streams_and_exits_cleanly(start_gateway: Start, names: Callab
 
 
 def test_two_ports_when_rest_port_names_one(start_gateway: Start, names: Callable[[str], str]) -> None:
-    gw = start_gateway()  # serve_command passes --rest-port 0: the old layout
+    gw = start_gateway("--rest-port", "0")  # REST on a port of its own
     assert gw.address != gw.rest_address
     topic = names("topics")
     assert _http(gw.rest_address, "PUT", f"/v1/{topic}")[0] == 200
@@ -255,7 +256,9 @@ def test_two_ports_when_rest_port_names_one(start_gateway: Start, names: Callabl
 
 
 def test_shared_port_settings_are_refused_with_a_rest_port(kafka_bootstrap: str) -> None:
-    command = serve_command("--kafka-bootstrap", kafka_bootstrap, "--max-pending-connections", "5")
+    command = serve_command(
+        "--kafka-bootstrap", kafka_bootstrap, "--rest-port", "0", "--max-pending-connections", "5"
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "--max-pending-connections applies to a port shared by gRPC and REST" in done.stderr

@@ -1,12 +1,13 @@
-"""The REST suite and the connection-limit suite again, on a port gRPC and REST share.
+"""The REST suite and the connection-limit suite again, in the layout each does not run in.
 
-Everything REST and gRPC enforce on ports of their own must hold on the shared port: the tests
-below are those of tests/e2e/test_rest.py and tests/e2e/test_connection_limits.py, collected
-here a second time with fixtures of this module, so `gw.address` and `gw.rest_address` are one
-address. Left out, and rewritten for the shared port in test_one_port.py, are the connection-
-limit tests whose connections never say which protocol they speak (on a shared port those wait
---first-bytes-timeout-seconds, then close): silent REST and gRPC connections, and the caps
-filled with them.
+tests/e2e/test_rest.py runs on the suite's gateways, which serve gRPC and REST on one port (the
+default); here it runs again with REST on a port of its own (`--rest-port 0`).
+tests/e2e/test_connection_limits.py runs with ports of their own; here those of its tests run
+again on one shared port (`gw.address` and `gw.rest_address` are one address) whose connections
+say which protocol they speak. Left out, and rewritten for the shared port in test_one_port.py,
+are the tests whose connections never say it (on a shared port those wait
+--first-bytes-timeout-seconds, then close): silent REST and gRPC connections, and the caps filled
+with them.
 """
 
 from __future__ import annotations
@@ -70,10 +71,10 @@ RERUN = (
 
 @pytest.fixture(scope="module")
 def shared_gateway(kafka_bootstrap: str, log_dir: Path) -> Iterator[GatewayProcess]:
-    """test_rest.py's gateway, on one port."""
-    gateway = GatewayProcess(kafka_bootstrap, f"one{uuid.uuid4().hex[:6]}", log_dir, "--rest-port", "shared")
+    """test_rest.py's gateway, with REST on a port of its own."""
+    gateway = GatewayProcess(kafka_bootstrap, f"two{uuid.uuid4().hex[:6]}", log_dir, "--rest-port", "0")
     gateway.start()
-    assert gateway.address == gateway.rest_address
+    assert gateway.address != gateway.rest_address
     yield gateway
     gateway.terminate()
 
