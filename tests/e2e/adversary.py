@@ -28,6 +28,14 @@ from hypothesis import strategies as st
 
 from gateway.leases.logformat import is_checkpoint_key
 
+# How long the observer asks again for the end offset of a partition that has no leader yet.
+LEADER_WAIT = 10.0
+_NO_LEADER_YET = {
+    confluent_kafka.KafkaError.NOT_LEADER_FOR_PARTITION,
+    confluent_kafka.KafkaError.LEADER_NOT_AVAILABLE,
+    confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
+
 
 class _Raw:
     """The official client's message classes as plain protobuf (the gateway's generated ones
@@ -247,6 +255,21 @@ class Observer:
                 return
             request.page_token = page.next_page_token  # type: ignore[attr-defined]
 
+    def _end_offset(self, topic: str, p: int) -> int:
+        """A partition's end offset, asked again while it has no leader yet: a topic the
+        gateway has just made, or a broker busy with two test workers' load."""
+        deadline = time.monotonic() + LEADER_WAIT
+        while True:
+            try:
+                _, high = self._consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=CALL_TIMEOUT, cached=False
+                )
+                return int(high)
+            except confluent_kafka.KafkaException as exc:
+                if exc.args[0].code() not in _NO_LEADER_YET or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     def world(self) -> World:
         project = f"projects/{self._project}"
         resources = dict(
@@ -278,10 +301,7 @@ class Observer:
         for topic, meta in metadata.topics.items():
             if topic.startswith(self._kafka_prefixes):
                 for p in meta.partitions:
-                    _, high = self._consumer.get_watermark_offsets(
-                        TopicPartition(topic, p), timeout=CALL_TIMEOUT, cached=False
-                    )
-                    ends[(topic, p)] = high
+                    ends[(topic, p)] = self._end_offset(topic, p)
         committed: dict[tuple[str, int], int] = {}
         groups = self._admin.list_consumer_groups().result(timeout=CALL_TIMEOUT)
         for listing in groups.valid:

@@ -21,6 +21,17 @@ def clients(gw: GatewayProcess) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.Su
         return pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
 
 
+def topic_and_subscription(
+    gw: GatewayProcess, names: Callable[[str], str], **fields: object
+) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
+    """Clients, and a new topic with a subscription to it (`fields`: more of the subscription)."""
+    pub, sub = clients(gw)
+    topic, subscription = names("topics"), names("subscriptions")
+    pub.create_topic(name=topic)
+    sub.create_subscription(request={"name": subscription, "topic": topic, **fields})
+    return pub, sub, topic, subscription
+
+
 def gapic_publisher(gw: GatewayProcess) -> PublisherGapic:
     """The official low-level publisher (one Publish RPC per call), on an insecure channel."""
     channel = grpc.insecure_channel(gw.address)

@@ -20,7 +20,7 @@ import pytest
 from google.api_core.exceptions import NotFound
 from google.cloud import pubsub_v1  # type: ignore[import-untyped]
 
-from tests.e2e.clients import clients, pull_nothing
+from tests.e2e.clients import clients, pull_nothing, topic_and_subscription
 from tests.gateways import GatewayProcess
 from tests.official_clients import LANGUAGES, ClientProgram, build
 
@@ -72,16 +72,6 @@ def program(
     started = time.monotonic()
     yield built
     _say(request, f"{built.language}: tests took {time.monotonic() - started:.1f} s")
-
-
-def _topic_and_subscription(
-    gw: GatewayProcess, names: Callable[[str], str], **fields: Any
-) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
-    pub, sub = clients(gw)
-    topic, subscription = names("topics"), names("subscriptions")
-    pub.create_topic(name=topic)
-    sub.create_subscription(request={"name": subscription, "topic": topic, **fields})
-    return pub, sub, topic, subscription
 
 
 def _publish(pub: pubsub_v1.PublisherClient, topic: str, count: int) -> dict[str, dict[str, str]]:
@@ -173,7 +163,7 @@ def test_admin_calls_create_get_list_update_and_delete(
 def test_published_attributes_and_ordering_keys_reach_the_python_client(
     program: ClientProgram, shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    _, sub, topic, subscription = _topic_and_subscription(
+    _, sub, topic, subscription = topic_and_subscription(
         shared_gateway, names, enable_message_ordering=True, ack_deadline_seconds=30
     )
     keys, per_key, unkeyed = 3, 8, 4
@@ -209,7 +199,7 @@ def test_published_attributes_and_ordering_keys_reach_the_python_client(
 def test_streaming_pull_acks_each_message_once_and_nacked_ones_come_back(
     program: ClientProgram, shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    pub, sub, topic, subscription = _topic_and_subscription(shared_gateway, names, ack_deadline_seconds=30)
+    pub, sub, topic, subscription = topic_and_subscription(shared_gateway, names, ack_deadline_seconds=30)
     sent = _publish(pub, topic, 30)
     nack = ["m2", "m17", "m29"]
     out = program.run(
@@ -233,7 +223,7 @@ def test_streaming_pull_acks_each_message_once_and_nacked_ones_come_back(
 def test_flow_control_caps_the_messages_out_at_once(
     program: ClientProgram, shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    pub, _, topic, subscription = _topic_and_subscription(shared_gateway, names, ack_deadline_seconds=30)
+    pub, _, topic, subscription = topic_and_subscription(shared_gateway, names, ack_deadline_seconds=30)
     sent = _publish(pub, topic, 24)
     out = program.run(
         "receive",
@@ -253,7 +243,7 @@ def test_flow_control_caps_the_messages_out_at_once(
 def test_ordered_receive_keeps_each_key_in_publish_order(
     program: ClientProgram, shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    _, _, topic, subscription = _topic_and_subscription(
+    _, _, topic, subscription = topic_and_subscription(
         shared_gateway, names, enable_message_ordering=True, ack_deadline_seconds=30
     )
     keys, per_key = 4, 15
@@ -273,7 +263,7 @@ def test_ordered_receive_keeps_each_key_in_publish_order(
 def test_exactly_once_acks_report_success(
     program: ClientProgram, shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    pub, sub, topic, subscription = _topic_and_subscription(
+    pub, sub, topic, subscription = topic_and_subscription(
         shared_gateway, names, enable_exactly_once_delivery=True, ack_deadline_seconds=30
     )
     sent = _publish(pub, topic, 25)

@@ -17,7 +17,7 @@ from google.pubsub_v1.services.subscriber import SubscriberClient as SubscriberG
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
 from tests.conftest import GatewayFactory
-from tests.e2e.clients import assert_never_out_twice, await_subscription, clients
+from tests.e2e.clients import assert_never_out_twice, await_subscription, clients, topic_and_subscription
 from tests.gateways import GatewayProcess
 
 pytestmark = pytest.mark.integration
@@ -25,16 +25,6 @@ pytestmark = pytest.mark.integration
 
 def _gapic(gw: GatewayProcess) -> SubscriberGapic:
     return SubscriberGapic(transport=SubscriberGrpcTransport(channel=grpc.insecure_channel(gw.address)))
-
-
-def _topic_and_sub(
-    gw: GatewayProcess, names: Callable[[str], str], **fields: object
-) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient, str, str]:
-    pub, sub = clients(gw)
-    topic, subscription = names("topics"), names("subscriptions")
-    pub.create_topic(name=topic)
-    sub.create_subscription(request={"name": subscription, "topic": topic, **fields})
-    return pub, sub, topic, subscription
 
 
 def _collect(
@@ -73,7 +63,7 @@ def _collect(
 def test_subscriber_receives_every_message(
     shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    pub, sub, topic, subscription = _topic_and_sub(shared_gateway, names)
+    pub, sub, topic, subscription = topic_and_subscription(shared_gateway, names)
     n = 2000
     for f in [pub.publish(topic, f"m{i}".encode()) for i in range(n)]:
         f.result(timeout=60)
@@ -84,7 +74,7 @@ def test_subscriber_receives_every_message(
 def test_subscriber_with_tight_flow_control(
     shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    pub, sub, topic, subscription = _topic_and_sub(shared_gateway, names)
+    pub, sub, topic, subscription = topic_and_subscription(shared_gateway, names)
     for f in [pub.publish(topic, f"m{i}".encode()) for i in range(60)]:
         f.result(timeout=60)
     got, most = _collect(
@@ -105,7 +95,7 @@ def _requests(
 def test_server_side_flow_control_and_heartbeats(
     shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    pub, _, topic, subscription = _topic_and_sub(shared_gateway, names, enable_message_ordering=True)
+    pub, _, topic, subscription = topic_and_subscription(shared_gateway, names, enable_message_ordering=True)
     for f in [pub.publish(topic, f"m{i}".encode()) for i in range(10)]:
         f.result(timeout=60)
     later: queue.Queue[types.StreamingPullRequest | None] = queue.Queue()
@@ -140,7 +130,7 @@ def test_server_side_flow_control_and_heartbeats(
 
 
 def test_stream_validation(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
-    _, _, _, subscription = _topic_and_sub(shared_gateway, names)
+    _, _, _, subscription = topic_and_subscription(shared_gateway, names)
     gapic = _gapic(shared_gateway)
     bad_first = types.StreamingPullRequest(subscription=subscription)  # no deadline
     with pytest.raises(exceptions.InvalidArgument, match="stream_ack_deadline_seconds"):
@@ -157,7 +147,7 @@ def test_subscriber_survives_a_gateway_restart(
     start_gateway: GatewayFactory, names: Callable[[str], str]
 ) -> None:
     gw = start_gateway()
-    pub, sub, topic, subscription = _topic_and_sub(gw, names)
+    pub, sub, topic, subscription = topic_and_subscription(gw, names)
     got: list[bytes] = []
     lock = threading.Lock()
 
@@ -194,7 +184,7 @@ def test_two_gateways_share_one_subscription_through_streams(
     processes serve a share, and no message is out to both streams at once."""
     prefix = f"two{uuid.uuid4().hex[:6]}"
     a, b = start_gateway(prefix=prefix), start_gateway(prefix=prefix)
-    pub, sub_a, topic, subscription = _topic_and_sub(a, names, ack_deadline_seconds=60)
+    pub, sub_a, topic, subscription = topic_and_subscription(a, names, ack_deadline_seconds=60)
     _, sub_b = clients(b)
     await_subscription(sub_b, subscription)
     n = 600
