@@ -84,6 +84,18 @@ class Port:
         return await asyncio.open_connection("127.0.0.1", self.shared.port)
 
 
+def _serve_recording(shared: SharedPort) -> list[Recorder]:
+    """Serve `shared` with REST connections going to Recorders; returns them as they come."""
+    rest: list[Recorder] = []
+
+    def factory() -> asyncio.Protocol:
+        rest.append(Recorder())
+        return rest[-1]
+
+    shared.serve(factory)
+    return rest
+
+
 @pytest.fixture
 async def port(tmp_path: Path) -> AsyncIterator[Port]:
     echo = Echo()
@@ -92,13 +104,7 @@ async def port(tmp_path: Path) -> AsyncIterator[Port]:
     pumps = Pumps(target)
     shared = SharedPort("127.0.0.1", 0, PortLimits(0.5, 5, 3), pumps)
     await shared.bind()
-    rest: list[Recorder] = []
-
-    def factory() -> asyncio.Protocol:
-        rest.append(Recorder())
-        return rest[-1]
-
-    shared.serve(factory)
+    rest = _serve_recording(shared)
     yield Port(shared, pumps, echo, rest)
     await shared.close()
     await pumps.close()
@@ -226,13 +232,7 @@ async def test_a_wildcard_ipv6_host_takes_ipv4_too(tmp_path: Path) -> None:
         pytest.skip("no IPv6 on this machine")
     shared = SharedPort("::", 0, PortLimits(0.5, 5, 3), Pumps(str(tmp_path / "none.sock")))
     await shared.bind()
-    rest: list[Recorder] = []
-
-    def factory() -> asyncio.Protocol:
-        rest.append(Recorder())
-        return rest[-1]
-
-    shared.serve(factory)
+    rest = _serve_recording(shared)
     for host in ("127.0.0.1", "::1"):
         _, writer = await asyncio.open_connection(host, shared.port)
         writer.write(b"GET / HTTP/1.1\r\n")
