@@ -28,6 +28,8 @@ _rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
 Config = Mapping[str, str | int | bool]
 POLL_SECONDS = 0.1
 IDLE_POLL_SECONDS = 0.5
+# How long a new assignment waits in all for its partitions' end offsets (GroupFetcher._ends).
+ENDS_SECONDS = 2.0
 __all__ = ["OFFSET_END", "FetchListener", "GroupFetcher", "TailReader", "bounds", "end_offset", "read_to_end"]
 BATCH = 1000
 
@@ -391,13 +393,19 @@ class GroupFetcher:
             self._on_joined()
 
     def _ends(self, consumer: confluent_kafka.Consumer, parts: list[int]) -> dict[int, int]:
-        """The high watermark of each partition that answers within a second (those that do not
-        are left out: fetching them is not waited for)."""
+        """The high watermark of each partition that answers within ENDS_SECONDS in all (those
+        that do not are left out: fetching them is not waited for). The fetcher's thread waits
+        meanwhile, so partitions whose leader died cost that bound once, not a second each."""
         ends: dict[int, int] = {}
+        deadline = time.monotonic() + ENDS_SECONDS
         for p in parts:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.info("end offsets of %s unknown past %.0f s: not waited for", self._topic, ENDS_SECONDS)
+                break
             try:
                 _, high = consumer.get_watermark_offsets(
-                    TopicPartition(self._topic, p), timeout=1.0, cached=False
+                    TopicPartition(self._topic, p), timeout=min(1.0, left), cached=False
                 )
             except confluent_kafka.KafkaException as exc:
                 log.info("end offset of %s[%d] unknown: %s", self._topic, p, exc)
