@@ -3,52 +3,45 @@
 from __future__ import annotations
 
 import base64
-import ctypes
-import ctypes.util
 import logging
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
-_PR_SET_PDEATHSIG = 1
 _LOG_TAIL_BYTES = 6000
 TMP_PREFIX = "local-kafka-"
 
 
-def _pdeathsig_preexec() -> Callable[[], None]:
-    """A preexec_fn making the child get SIGTERM when the spawning thread's process dies."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    parent = os.getpid()
+_DEATHSIG_EXEC = Path(__file__).with_name("deathsig_exec.py")
 
-    def preexec() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return preexec
-
-
-# PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process.
-# Children spawned from non-main threads are therefore forked from this one long-lived
+# PR_SET_PDEATHSIG fires when the *thread* that spawned the child exits, not the process.
+# Children wanted from non-main threads are therefore spawned from this one long-lived
 # thread, which only ends at interpreter shutdown.
 _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-kafka-spawn")
 
 
 def popen(cmd: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """Start cmd so that it gets SIGTERM when this process dies, also on kill -9.
+
+    No preexec_fn: that makes subprocess fork() this threaded process and run Python in
+    the child, which gRPC's fork handlers can abort (a JVM that "exits -6" before it ran).
+    A small exec wrapper sets the death signal instead; the JVM keeps the wrapper's pid.
+    """
+    wrapped = [sys.executable, "-I", "-S", str(_DEATHSIG_EXEC), str(os.getpid()), *cmd]
+
     def spawn() -> subprocess.Popen[bytes]:
-        # preexec_fn only calls prctl/getppid/kill: async-signal-safe enough after fork.
-        return subprocess.Popen(cmd, preexec_fn=_pdeathsig_preexec(), **kwargs)
+        return subprocess.Popen(wrapped, **kwargs)
 
     if threading.current_thread() is threading.main_thread():
         return spawn()
