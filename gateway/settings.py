@@ -72,10 +72,17 @@ def setting(
     return dataclasses.field(default=default, metadata={_DECLARED: _Declared(help, metavar, convert)})
 
 
-def repeatable_setting(help: str, *, metavar: str, split_env: Callable[[str], list[str]]) -> dict[str, str]:
-    """A field of Settings given by a flag repeated once per entry, empty by default. Its entries
-    stay a list until from_namespace makes the field's value of them."""
-    declared = _Declared(help, metavar, convert=list, split_env=split_env)
+def repeatable_setting(
+    help: str,
+    *,
+    metavar: str,
+    split_env: Callable[[str], list[str]],
+    convert: Callable[[list[str]], Any] = list,
+) -> dict[str, str]:
+    """A field of Settings given by a flag repeated once per entry, empty by default. `convert`
+    makes the field's value of the entries (kafka_config's stay a list until from_namespace
+    merges them with its file)."""
+    declared = _Declared(help, metavar, convert=convert, split_env=split_env)
     return dataclasses.field(default_factory=dict, metadata={_DECLARED: declared})
 
 
@@ -90,6 +97,27 @@ def _rest_port(value: object) -> int | None:
         return int(text)
     except ValueError:
         raise SettingsError(f"--rest-port must be a port number or shared, got {str(value)[:40]!r}") from None
+
+
+def _switch(value: object) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "on", "yes", "1"):
+        return True
+    if text in ("false", "off", "no", "0", ""):
+        return False
+    raise SettingsError(f"expected true or false, got {value!r}")
+
+
+def _oidc_issuers(entries: Sequence[str]) -> dict[str, str]:
+    """ISSUER=AUDIENCE[|AUDIENCE...] entries: issuer -> its audiences (|-separated)."""
+    out: dict[str, str] = {}
+    for entry in entries:
+        issuer, sep, audiences = entry.strip().partition("=")
+        issuer = issuer.strip().rstrip("/")
+        if not sep or not issuer or not audiences.strip():
+            raise SettingsError(f"--auth-oidc wants ISSUER=AUDIENCE, got {entry!r}")
+        out[issuer] = audiences.strip()
+    return out
 
 
 _DESTINATIONS_ERROR = "--push-destinations must be any or public, got {!r}"
@@ -268,6 +296,52 @@ class Settings:
         "on the shared port, connections that have not yet sent their first bytes; one more "
         "closes the oldest of them (default 1000)",
     )
+    # Security (docs/security.md). Authentication is on when any of the --auth-* settings is.
+    tls_cert_file: Path | None = setting(
+        None,
+        "PEM certificate chain: both wires (and the peer hop) speak TLS; reloaded when it changes",
+        metavar="FILE",
+    )
+    tls_key_file: Path | None = setting(None, "PEM private key of --tls-cert-file", metavar="FILE")
+    tls_client_ca_file: Path | None = setting(
+        None, "PEM CA certificates that client certificates must chain to", metavar="FILE"
+    )
+    tls_client_auth: str = setting(
+        "none",
+        "none (the default), optional or require: whether clients are asked for a certificate "
+        "(verified against --tls-client-ca-file)",
+        convert=lambda value: str(value).strip().lower(),
+    )
+    tls_peer_ca_file: Path | None = setting(
+        None,
+        "PEM CA certificates that other gateway processes' certificates chain to, for the hop "
+        "that forwards acks (default: --tls-client-ca-file, else the system's roots)",
+        metavar="FILE",
+    )
+    auth_token_file: Path | None = setting(
+        None,
+        "static bearer tokens, one `TOKEN MEMBER` per line (e.g. `s3cret user:ci@example.com`); "
+        "re-read when it changes",
+        metavar="FILE",
+    )
+    auth_oidc: Mapping[str, str] = repeatable_setting(  # issuer -> audiences, |-separated
+        "an OIDC issuer whose ID tokens are accepted (repeatable): ISSUER=AUDIENCE, the audience "
+        "the tokens must carry (several separated by |)",
+        metavar="ISSUER=AUDIENCE",
+        split_env=lambda raw: [item for item in raw.split(",") if item.strip()],
+        convert=_oidc_issuers,
+    )
+    auth_mtls: bool = setting(
+        False,
+        "true: a verified client certificate authenticates its caller (needs --tls-client-auth)",
+        convert=_switch,
+    )
+    iam_policy_file: Path | None = setting(
+        None,
+        'project-level IAM bindings, JSON: {"projects/ID" or "projects/*": {"bindings": '
+        '[{"role": ..., "members": [...]}]}}',
+        metavar="FILE",
+    )
     event_loop: str = setting(
         "auto", "auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)"
     )
@@ -388,9 +462,44 @@ class Settings:
                         f"--rest-port {self.rest_port}, REST has its own port and --port serves "
                         "gRPC alone"
                     )
+        self._validate_security()
         age = self.grpc_max_connection_age_seconds
         if age != 0 and not 1 <= age <= 30 * 86_400:
             raise SettingsError("--grpc-max-connection-age-seconds must be 0 (no limit) or in [1, 2592000]")
+
+    def _validate_security(self) -> None:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise SettingsError("--tls-cert-file and --tls-key-file go together")
+        if self.tls_client_auth not in ("none", "optional", "require"):
+            raise SettingsError(
+                f"--tls-client-auth must be none, optional or require, got {self.tls_client_auth!r}"
+            )
+        if self.tls_client_auth != "none" and (self.tls_cert_file is None or self.tls_client_ca_file is None):
+            raise SettingsError(
+                f"--tls-client-auth {self.tls_client_auth} needs --tls-cert-file and --tls-client-ca-file"
+            )
+        if self.tls_client_ca_file is not None and self.tls_client_auth == "none":
+            raise SettingsError(
+                "--tls-client-ca-file is used only with --tls-client-auth optional or require"
+            )
+        if self.tls_peer_ca_file is not None and self.tls_cert_file is None:
+            raise SettingsError("--tls-peer-ca-file applies only with --tls-cert-file")
+        if self.auth_mtls and self.tls_client_auth == "none":
+            raise SettingsError("--auth-mtls needs --tls-client-auth optional or require")
+        for issuer in self.auth_oidc:
+            if not issuer.startswith(("https://", "http://127.0.0.1", "http://localhost", "http://[::1]")):
+                raise SettingsError(
+                    f"--auth-oidc issuer must be an https URL (http only on loopback): {issuer!r}"
+                )
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert_file is not None
+
+    @property
+    def authenticates(self) -> bool:
+        """Callers must prove who they are, and IAM policies are enforced."""
+        return self.auth_token_file is not None or bool(self.auth_oidc) or self.auth_mtls
 
     @property
     def shares_port(self) -> bool:
