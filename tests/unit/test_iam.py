@@ -1,15 +1,23 @@
-"""IAM tables and per-RPC permission checks (gateway.security.iam)."""
+"""IAM tables, per-RPC permission checks and allow policies (gateway.security.iam)."""
 
 from __future__ import annotations
 
+import json
+import random
+
 import pytest
-from google.iam.v1 import iam_policy_pb2, policy_pb2
+from google.iam.v1 import iam_policy_pb2, options_pb2, policy_pb2
 from google.type import expr_pb2
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as ps
 from gateway._pb.google.pubsub.v1 import schema_pb2 as sc
 from gateway.errors import Code, InvalidArgument, PermissionDenied
 from gateway.security import iam
+
+HYP = hsettings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 P = "projects/p"
 TOPIC, SUB, SNAP, SCHEMA = (
@@ -113,6 +121,29 @@ def test_role_tables_are_consistent() -> None:
         for check in checks:
             for kind in iam.KINDS:
                 assert check.permission.format(kind=kind) in iam.PERMISSIONS, check
+
+
+@pytest.mark.parametrize(
+    ("role", "kinds"),
+    [
+        ("roles/pubsub.publisher", {"topics"}),
+        ("roles/pubsub.subscriber", {"topics", "subscriptions", "snapshots"}),
+        ("roles/pubsub.viewer", set(iam.KINDS)),
+        ("roles/pubsub.editor", set(iam.KINDS)),
+        ("roles/pubsub.admin", set(iam.KINDS)),
+        ("roles/owner", set(iam.KINDS)),
+        ("roles/editor", set(iam.KINDS)),
+        ("roles/viewer", set(iam.KINDS)),
+    ],
+)
+def test_where_roles_are_grantable(role: str, kinds: set[str]) -> None:
+    for kind in iam.KINDS:
+        p = policy((role, ["user:a@example.com"]))
+        if kind in kinds:
+            iam.validate_policy(p, kind)
+        else:
+            invalid(iam.validate_policy, p, kind, match=f"Role {role} is not supported for this resource")
+    iam.validate_policy(policy((role, ["user:a@example.com"])), iam.PROJECTS)
 
 
 # --- What each RPC needs -----------------------------------------------------------------------
@@ -447,3 +478,363 @@ def test_authorize_and_denial() -> None:
     assert (info.value.permission, info.value.resource) == ("pubsub.topics.delete", TOPIC)
     long = iam.denial("pubsub.topics.get", "projects/p/topics/" + "x" * 5000)
     assert len(long.message) < 1100
+
+
+def test_project_policies() -> None:
+    loaded = {
+        "projects/p": policy(("roles/viewer", ["allUsers"])),
+        "projects/*": policy(("roles/owner", ["user:root@example.com"])),
+    }
+    assert iam.project_policies(loaded, TOPIC) == [loaded["projects/p"], loaded["projects/*"]]
+    assert iam.project_policies(loaded, "projects/q") == [loaded["projects/*"]]
+    assert iam.project_policies({}, SUB) == []
+
+
+# --- Policies ------------------------------------------------------------------------------------
+
+GOOD_MEMBERS = [
+    "user:alice@example.com",
+    "serviceAccount:my-app@my-project.iam.gserviceaccount.com",
+    "group:admins@example.com",
+    "domain:example.com",
+    "allUsers",
+    "allAuthenticatedUsers",
+    "principal://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/subject/s",
+    "principalSet://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/*",
+    "deleted:user:alice@example.com?uid=123456789012345678901",
+    "deleted:serviceAccount:my-app@p.iam.gserviceaccount.com?uid=1",
+    "deleted:group:admins@example.com?uid=42",
+]
+BAD_MEMBERS = [
+    "",
+    "alice@example.com",
+    "user:",
+    "user:alice",
+    "user:alice@",
+    "user:alice@example",
+    "User:alice@example.com",
+    "user:alice @example.com",
+    "domain:example",
+    "domain:",
+    "allusers",
+    "projectOwner:p",
+    "deleted:user:alice@example.com",
+    "deleted:domain:example.com?uid=1",
+    "principal://",
+    "principal://has space",
+    "user:" + "a" * 1100 + "@example.com",
+]
+
+
+@pytest.mark.parametrize("member", GOOD_MEMBERS)
+def test_members_accepted(member: str) -> None:
+    iam.validate_policy(policy(("roles/pubsub.viewer", [member])), "topics")
+
+
+@pytest.mark.parametrize("member", BAD_MEMBERS)
+def test_members_refused(member: str) -> None:
+    invalid(iam.validate_policy, policy(("roles/pubsub.viewer", [member])), "topics", match="Invalid member")
+
+
+def test_policy_validation() -> None:
+    good = policy(
+        ("roles/pubsub.editor", ["domain:google.com"]), ("roles/pubsub.viewer", ["group:logs@google.com"])
+    )
+    for version in (0, 1, 3):
+        good.version = version
+        iam.validate_policy(good, "topics")
+    iam.validate_policy(policy(("roles/pubsub.viewer", [])), "subscriptions")  # dropped when stored
+    for version in (2, 4, -1):
+        invalid(iam.validate_policy, policy(version=version), "topics", match="version")
+    invalid(
+        iam.validate_policy, policy(("roles/storage.admin", ["allUsers"])), "topics", match="storage.admin"
+    )
+    invalid(iam.validate_policy, policy(("projects/p/roles/custom", ["allUsers"])), "topics")
+    invalid(iam.validate_policy, policy(("", ["allUsers"])), "topics")
+    invalid(iam.validate_policy, policy(("roles/pubsub.publisher", ["allUsers"])), "subscriptions")
+    conditional = policy(("roles/pubsub.viewer", ["allUsers"]))
+    conditional.bindings[0].condition.expression = "request.time < timestamp('2030-01-01T00:00:00Z')"
+    invalid(iam.validate_policy, conditional, "topics", match="conditions are not supported")
+    audited = policy()
+    audited.audit_configs.add(service="allServices")
+    invalid(iam.validate_policy, audited, "topics", match="audit")
+    with pytest.raises(ValueError, match="kind"):
+        iam.validate_policy(policy(), "buckets")
+
+
+def test_member_limit() -> None:
+    members = [f"user:u{i}@example.com" for i in range(750)]
+    at_limit = policy(("roles/pubsub.viewer", members), ("roles/pubsub.editor", members))
+    iam.validate_policy(at_limit, "topics")
+    # Duplicates within a role (in any case) count once; one more principal is one too many.
+    at_limit.bindings.add(
+        role="roles/pubsub.viewer", members=[m.upper().replace("USER:", "user:") for m in members]
+    )
+    iam.validate_policy(at_limit, "topics")
+    at_limit.bindings.add(role="roles/pubsub.admin", members=["allUsers"])
+    invalid(iam.validate_policy, at_limit, "topics", match="1501 principals")
+
+
+def test_normalized() -> None:
+    messy = policy(
+        ("roles/pubsub.viewer", ["user:B@example.com", "allUsers"]),
+        ("roles/pubsub.editor", []),
+        ("roles/pubsub.admin", ["user:a@example.com"]),
+        ("roles/pubsub.viewer", ["user:b@example.com", "domain:Example.com"]),
+        etag=b"old",
+        version=3,
+    )
+    assert iam.normalized(messy) == policy(
+        ("roles/pubsub.admin", ["user:a@example.com"]),
+        ("roles/pubsub.viewer", ["allUsers", "domain:example.com", "user:b@example.com"]),
+        version=1,
+    )
+    assert iam.normalized(policy(("roles/viewer", ["deleted:user:A@X.com?uid=7"]))).bindings[0].members == [
+        "deleted:user:a@x.com?uid=7"
+    ]
+    assert iam.normalized(policy()) == policy(version=1)
+    conditional = policy(("roles/pubsub.viewer", ["allUsers"]))
+    conditional.bindings[0].condition.expression = "true"
+    invalid(iam.normalized, conditional, match="conditions")  # merging would drop the condition
+
+
+def test_etag() -> None:
+    one = policy(("roles/pubsub.viewer", ["user:a@example.com", "user:b@example.com"]))
+    same = policy(
+        ("roles/pubsub.viewer", ["user:b@example.com"]), ("roles/pubsub.viewer", ["user:A@example.com"])
+    )
+    same.etag = b"whatever"
+    assert len(iam.etag_of(one)) == 8
+    assert iam.etag_of(one) == iam.etag_of(same) == iam.etag_of(iam.normalized(one))
+    assert iam.etag_of(one) != iam.etag_of(policy(("roles/pubsub.viewer", ["user:a@example.com"])))
+    assert iam.etag_of(one) != iam.etag_of(
+        policy(("roles/pubsub.editor", ["user:a@example.com", "user:b@example.com"]))
+    )
+    assert iam.etag_of(policy()) != iam.etag_of(one)
+
+
+def set_request(
+    p: policy_pb2.Policy, resource: str = TOPIC, mask: list[str] | None = None
+) -> iam_policy_pb2.SetIamPolicyRequest:
+    request = iam_policy_pb2.SetIamPolicyRequest(resource=resource, policy=p)
+    if mask is not None:
+        request.update_mask.paths.extend(mask)
+    return request
+
+
+def test_apply_set_etags() -> None:
+    first = iam.apply_set(None, set_request(policy(("roles/pubsub.viewer", ["allUsers"]))), "topics")
+    assert first.etag == iam.etag_of(first) and first.version == 1
+    # The etag GetIamPolicy returned: the write goes through.
+    read = iam.for_get(first, None)
+    read.bindings.add(role="roles/pubsub.publisher", members=["user:a@example.com"])
+    second = iam.apply_set(first, set_request(read), "topics")
+    assert [b.role for b in second.bindings] == ["roles/pubsub.publisher", "roles/pubsub.viewer"]
+    # A stale etag (someone wrote in between): ABORTED, nothing to store.
+    with pytest.raises(iam.Aborted) as info:
+        iam.apply_set(second, set_request(read), "topics")
+    assert info.value.code is Code.ABORTED
+    assert "concurrent policy changes" in info.value.message
+    # No etag: unconditional.
+    third = iam.apply_set(second, set_request(policy(("roles/pubsub.editor", ["allUsers"]))), "topics")
+    assert list(third.bindings) == list(policy(("roles/pubsub.editor", ["allUsers"])).bindings)
+    assert third.etag == iam.etag_of(third) != second.etag
+    # The etag of "no policy yet" is that of the empty policy GetIamPolicy shows.
+    empty_etag = iam.for_get(None, None).etag
+    iam.apply_set(None, set_request(policy(etag=empty_etag)), "topics")
+    with pytest.raises(iam.Aborted):
+        iam.apply_set(None, set_request(policy(etag=b"\x00" * 8)), "topics")
+
+
+def test_apply_set_update_mask() -> None:
+    current = iam.apply_set(None, set_request(policy(("roles/pubsub.viewer", ["allUsers"]))), "topics")
+    stale = policy(("roles/pubsub.admin", ["allUsers"]), etag=b"stale")
+    # Only the etag in the mask: the bindings stay; the stale etag still aborts.
+    with pytest.raises(iam.Aborted):
+        iam.apply_set(current, set_request(stale, mask=["etag"]), "topics")
+    kept = iam.apply_set(
+        current, set_request(policy(("roles/pubsub.admin", ["allUsers"])), mask=["etag"]), "topics"
+    )
+    assert kept == current
+    # Bindings without etag in the mask: the request's etag is not compared.
+    replaced = iam.apply_set(current, set_request(stale, mask=["bindings"]), "topics")
+    assert [b.role for b in replaced.bindings] == ["roles/pubsub.admin"]
+    assert iam.apply_set(current, set_request(stale, mask=["bindings", "version"]), "topics") == replaced
+    invalid(
+        iam.apply_set,
+        current,
+        set_request(stale, mask=["bindings", "members"]),
+        "topics",
+        match="update_mask",
+    )
+    invalid(iam.apply_set, current, set_request(policy(("roles/pubsub.publisher", ["allUsers"]))), "schemas")
+
+
+def test_for_get() -> None:
+    empty = iam.for_get(None, None)
+    assert list(empty.bindings) == [] and empty.etag == iam.etag_of(policy())
+    stored = iam.apply_set(None, set_request(policy(("roles/pubsub.viewer", ["allUsers"]))), "topics")
+    for version in (0, 1, 3):
+        assert iam.for_get(stored, options_pb2.GetPolicyOptions(requested_policy_version=version)) == stored
+    for version in (2, 4, -3):
+        invalid(iam.for_get, stored, options_pb2.GetPolicyOptions(requested_policy_version=version))
+
+
+def test_python_client_round_trip() -> None:
+    """What google-cloud-pubsub's system test test_managing_topic_iam_policy does."""
+    got = iam.for_get(None, None)
+    got.bindings.add(role="roles/pubsub.editor", members=["domain:google.com"])
+    got.bindings.add(role="roles/pubsub.viewer", members=["group:cloud-logs@google.com"])
+    new = iam.apply_set(None, set_request(got), "topics")
+    again = iam.for_get(new, None)
+    assert again.bindings == new.bindings and len(again.bindings) == 2
+    assert {b.role: list(b.members) for b in again.bindings} == {
+        "roles/pubsub.editor": ["domain:google.com"],
+        "roles/pubsub.viewer": ["group:cloud-logs@google.com"],
+    }
+
+
+# --- TestIamPermissions --------------------------------------------------------------------------
+
+
+def test_testable() -> None:
+    iam.testable(
+        "topics", ["pubsub.topics.publish", "pubsub.topics.attachSubscription", "pubsub.topics.getIamPolicy"]
+    )
+    iam.testable("subscriptions", ["pubsub.subscriptions.consume", "pubsub.subscriptions.setIamPolicy"])
+    iam.testable("snapshots", ["pubsub.snapshots.seek"])
+    iam.testable("schemas", ["pubsub.schemas.attach", "pubsub.schemas.commit"])
+    iam.testable("topics", [])
+    for kind, perms in iam.TESTABLE.items():
+        iam.testable(kind, sorted(perms))
+    invalid(iam.testable, "topics", ["pubsub.topics.*"], match="wildcards")
+    invalid(iam.testable, "topics", ["*"], match="wildcards")
+    invalid(iam.testable, "topics", ["pubsub.topics"], match="Invalid permission")
+    invalid(iam.testable, "topics", ["pubsub topics publish"], match="Invalid permission")
+    invalid(iam.testable, "topics", ["pubsub.topics.create"], match="not valid for this resource")
+    invalid(iam.testable, "topics", ["pubsub.topics.list"], match="not valid for this resource")
+    invalid(iam.testable, "topics", ["pubsub.subscriptions.consume"], match="not valid for this resource")
+    invalid(iam.testable, "schemas", ["pubsub.schemas.validate"], match="not valid for this resource")
+    invalid(iam.testable, "topics", ["storage.buckets.get"], match="not valid for this resource")
+
+
+# --- The project policy file ---------------------------------------------------------------------
+
+
+def test_load_project_policies() -> None:
+    text = json.dumps(
+        {
+            "projects/p": {
+                "bindings": [{"role": "roles/pubsub.publisher", "members": ["user:B@example.com"]}]
+            },
+            "projects/*": {
+                "bindings": [
+                    {"role": "roles/viewer", "members": ["allAuthenticatedUsers"]},
+                    {"role": "roles/pubsub.editor", "members": []},
+                ]
+            },
+            "projects/empty": {},
+        }
+    )
+    loaded = iam.load_project_policies(text)
+    assert loaded == {
+        "projects/p": policy(("roles/pubsub.publisher", ["user:b@example.com"]), version=1),
+        "projects/*": policy(("roles/viewer", ["allAuthenticatedUsers"]), version=1),
+        "projects/empty": policy(version=1),
+    }
+    assert iam.load_project_policies("{}") == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("", "not valid JSON"),
+        ("{", "not valid JSON"),
+        ("[]", "JSON object"),
+        ('{"p": {"bindings": []}}', "not a project name"),
+        ('{"projects/p/topics/t": {"bindings": []}}', "not a project name"),
+        ('{"projects/p": []}', "projects/p: the value must be an object"),
+        ('{"projects/p": {"bindings": {}}}', "projects/p: the value must be an object"),
+        ('{"projects/p": {"bindings": [], "etag": "x"}}', "projects/p: the value must be an object"),
+        ('{"projects/p": {"bindings": ["roles/viewer"]}}', r"projects/p: bindings\[0\] must be an object"),
+        ('{"projects/p": {"bindings": [{"role": "roles/viewer"}]}}', r"bindings\[0\] must have exactly"),
+        (
+            '{"projects/p": {"bindings": [{"role": "roles/viewer", "members": "allUsers"}]}}',
+            "members a list of strings",
+        ),
+        (
+            '{"projects/p": {"bindings": [{"role": 1, "members": []}]}}',
+            "role must be a string",
+        ),
+        (
+            '{"projects/p": {"bindings": [{"role": "roles/viewer", "members": [], "condition": {}}]}}',
+            "conditions are not supported",
+        ),
+        (
+            '{"projects/p": {"bindings": [{"role": "roles/storage.admin", "members": ["allUsers"]}]}}',
+            "projects/p: Role 'roles/storage.admin'",
+        ),
+        (
+            '{"projects/p": {"bindings": [{"role": "roles/viewer", "members": ["bob"]}]}}',
+            "projects/p: Invalid member 'bob'",
+        ),
+        ('{"projects/p": {"bindings": []}, "projects/p": {"bindings": []}}', "appears twice"),
+    ],
+)
+def test_load_project_policies_refuses(text: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        iam.load_project_policies(text)
+
+
+# --- Properties ----------------------------------------------------------------------------------
+
+roles = st.sampled_from(sorted(iam.ROLES))
+emails = st.builds(
+    "{}@{}.com".format,
+    st.text(alphabet="abcXYZ.-", min_size=1, max_size=5),
+    st.text(alphabet="abcdEF", min_size=1, max_size=4),
+)
+members = st.one_of(
+    st.sampled_from(["allUsers", "allAuthenticatedUsers"]),
+    st.builds("user:{}".format, emails),
+    st.builds("serviceAccount:{}".format, emails),
+    st.builds("group:{}".format, emails),
+    st.builds("domain:{}.com".format, st.text(alphabet="abcD", min_size=1, max_size=4)),
+)
+bindings = st.lists(st.tuples(roles, st.lists(members, max_size=5)), max_size=6)
+principals = st.one_of(
+    st.none(), st.builds("user:{}".format, emails), st.builds("serviceAccount:{}".format, emails)
+)
+permissions = st.sampled_from(sorted(iam.PERMISSIONS))
+
+
+@HYP
+@given(bindings)
+def test_normalized_is_idempotent_and_valid(raw: list[tuple[str, list[str]]]) -> None:
+    p = policy(*raw)
+    once = iam.normalized(p)
+    assert iam.normalized(once) == once
+    assert [b.role for b in once.bindings] == sorted({r for r, m in raw if m})
+    for b in once.bindings:
+        assert list(b.members) == sorted(set(b.members)) and b.members
+    iam.validate_policy(once, iam.PROJECTS)
+
+
+@HYP
+@given(bindings, st.randoms(use_true_random=False))
+def test_etag_ignores_order_and_duplicates(raw: list[tuple[str, list[str]]], rnd: random.Random) -> None:
+    shuffled = [(role, list(ms)) for role, ms in raw]
+    for _, ms in shuffled:
+        rnd.shuffle(ms)
+        ms.extend(ms[:1])
+    rnd.shuffle(shuffled)
+    # One binding split into one binding per member: the same policy.
+    split = [(role, [m]) for role, ms in shuffled for m in ms]
+    assert iam.etag_of(policy(*raw)) == iam.etag_of(policy(*shuffled)) == iam.etag_of(policy(*split))
+
+
+@HYP
+@given(bindings, principals, permissions)
+def test_normalizing_keeps_every_grant(raw: list[tuple[str, list[str]]], who: str | None, what: str) -> None:
+    p = policy(*raw)
+    assert iam.granted(who, what, [p]) == iam.granted(who, what, [iam.normalized(p)])
