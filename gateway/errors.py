@@ -113,9 +113,22 @@ class FailedPrecondition(GatewayError):
 
 
 class PermissionDenied(GatewayError):
-    """Kafka's authorizer refused the gateway's own principal something it needs."""
+    """The caller lacks an IAM permission, or Kafka's authorizer refused the gateway's own
+    principal something it needs."""
 
     code = Code.PERMISSION_DENIED
+
+
+class Aborted(GatewayError):
+    """A read-modify-write lost to a concurrent change (an IAM policy's etag): read again."""
+
+    code = Code.ABORTED
+
+
+class Unauthenticated(GatewayError):
+    """Authentication is on and the call carries no valid credentials."""
+
+    code = Code.UNAUTHENTICATED
 
 
 class Unavailable(GatewayError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import shutil
@@ -15,7 +16,9 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from google.iam.v1 import policy_pb2
 
+from gateway.core.access import AccessService
 from gateway.core.delivery import DeliveryService
 from gateway.core.expiration import Janitor
 from gateway.core.resources import ResourceStore
@@ -28,9 +31,13 @@ from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
 from gateway.kafka.supervisor import BrokerSupervisor
 from gateway.push.manager import PushManager
-from gateway.settings import Settings
+from gateway.security import iam
+from gateway.security.authn import Authenticator
+from gateway.security.peer import PeerTokens
+from gateway.settings import Settings, SettingsError
 from gateway.translate import names
 from gateway.wire import grpc_api, rest
+from gateway.wire.access import CallGuard
 from gateway.wire.connections import files_needed, grpc_options, raise_file_limit
 from gateway.wire.peers import GrpcPeers
 from gateway.wire.pump import Pumps
@@ -61,6 +68,24 @@ def _remove_stale_socket_dirs() -> None:
             continue
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _project_policies(s: Settings) -> dict[str, policy_pb2.Policy]:
+    if s.iam_policy_file is None:
+        return {}
+    try:
+        return iam.load_project_policies(s.iam_policy_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"--iam-policy-file {s.iam_policy_file}: {exc}") from None
+
+
 class Gateway:
     """`on_failure` is called (on the event loop) when the gateway cannot go on serving: the
     embedded broker died and could not be restarted. `failure` then says why."""
@@ -82,6 +107,7 @@ class Gateway:
         self.delivery: DeliveryService
         self.snapshots: SnapshotService
         self.push: PushManager
+        self.access: AccessService
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
@@ -136,9 +162,16 @@ class Gateway:
         stack.push_async_callback(janitor.stop)
         self.store, self.topics, self.subscriptions = store, topics, subs
         self.delivery, self.snapshots = delivery, snapshots
-        publisher = grpc_api.Publisher(topics, subs, snapshots)
-        subscriber = grpc_api.Subscriber(subs, delivery, snapshots)
-        grpc_api.add_to_server(server, publisher, subscriber)
+        push = self.push = PushManager(s, store, delivery, admin, producer, config)
+        stack.push_async_callback(push.keys.stop)
+        await push.start_keys()
+        peer_tokens = PeerTokens(push.keys.keys)
+        self.access = AccessService(store, await asyncio.to_thread(_project_policies, s))
+        guard = CallGuard(self.access, await self._authenticator(), peer_tokens)
+        publisher = grpc_api.Publisher(guard, topics, subs, snapshots)
+        subscriber = grpc_api.Subscriber(guard, subs, delivery, snapshots)
+        iam_policy = grpc_api.IamPolicy(guard, self.access)
+        grpc_api.add_to_server(server, publisher, subscriber, iam_policy)
         shared: SharedPort | None = None
         if s.shares_port:
             shared = await self._shared_port(server)
@@ -147,20 +180,16 @@ class Gateway:
             self.port = server.add_insecure_port(f"{s.host}:{s.port}")
             if self.port == 0:
                 raise OSError(f"cannot listen on {s.host}:{s.port}")
-        peers = GrpcPeers()
+        peers = GrpcPeers(peer_tokens)
         stack.push_async_callback(peers.close)
         delivery.connect_peers(s.advertise_address or f"{s.host}:{self.port}", peers)
         await server.start()
         self._server = server
         stack.push_async_callback(server.stop, s.shutdown_grace_seconds)
         app = rest.create_app(
-            {
-                "google.pubsub.v1.Publisher": publisher,
-                "google.pubsub.v1.Subscriber": subscriber,
-            },
+            {publisher.SERVICE: publisher, subscriber.SERVICE: subscriber, iam_policy.SERVICE: iam_policy},
             body_timeout=s.http_body_timeout_seconds,
         )
-        push = self.push = PushManager(s, store, delivery, admin, producer, config)
         push.add_routes(app)  # the key set of push tokens, on the REST port
         rest_server = await stack.enter_async_context(
             rest.RestServer(
@@ -186,6 +215,37 @@ class Gateway:
         stack.push_async_callback(push.stop)
         await push.start(self.rest_port)
         stack.callback(delivery.close_streams)  # first on the way out: streams end UNAVAILABLE
+
+    async def _authenticator(self) -> Authenticator | None:
+        """The authenticator of callers, or None when authentication is off (warned about
+        loudly when the gateway listens beyond this machine)."""
+        s = self.settings
+        if not s.authenticates:
+            if not _loopback(s.host):
+                log.warning(
+                    "AUTHENTICATION IS OFF and the gateway listens on %s, beyond this machine: "
+                    "anyone who reaches port %d may create, read and delete everything. Give it "
+                    "--auth-token-file, --auth-oidc or --auth-mtls (docs/security.md).",
+                    s.host,
+                    s.port,
+                )
+            return None
+        authenticator = Authenticator(s.auth_token_file, s.auth_oidc, s.auth_mtls)
+        self._stack.push_async_callback(authenticator.stop)
+        await authenticator.start()
+        log.info(
+            "authentication on (%s); IAM policies are enforced",
+            ", ".join(
+                what
+                for what, on in (
+                    ("token file", s.auth_token_file is not None),
+                    (f"OIDC issuers {sorted(s.auth_oidc)}", bool(s.auth_oidc)),
+                    ("client certificates", s.auth_mtls),
+                )
+                if on
+            ),
+        )
+        return authenticator
 
     async def _shared_port(self, server: grpc.aio.Server) -> SharedPort:
         """Take the public port, and put the gRPC server on a unix socket in a directory only

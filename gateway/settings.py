@@ -296,7 +296,7 @@ class Settings:
         "on the shared port, connections that have not yet sent their first bytes; one more "
         "closes the oldest of them (default 1000)",
     )
-    # Security (docs/security.md). Authentication is on when any of the --auth-* settings is.
+    # Security (docs/security.md). Authentication is on when any auth_* setting is.
     tls_cert_file: Path | None = setting(
         None,
         "PEM certificate chain: both wires (and the peer hop) speak TLS; reloaded when it changes",

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
-from gateway.errors import AlreadyExists, InvalidArgument, NotFound
+from gateway.errors import Aborted, AlreadyExists, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.compacted import CompactedFollower
 from gateway.kafka.producer import Producer
@@ -115,6 +115,8 @@ class ResourceStore:
             late="the resource log did not catch up in time",
         )
         self._listeners: list[Listener] = []
+        # replace(): the op of each watched write -> the resource its record displaced
+        self._displaced: dict[str, Resource | None] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
@@ -251,6 +253,29 @@ class ResourceStore:
         await self._write(mine.key(), mine.encode(create=False))
         return self.get(res.kind, res.name) or mine
 
+    async def replace(self, res: Resource, expected_op: str) -> Resource:
+        """Write `res` over the stored version whose op is `expected_op`, or raise Aborted when
+        another write came in between, in this process or another: the record just before ours
+        in the log must be the one that was read. When it is not, the one it was is written
+        again (its writer was told it succeeded), and the caller reads and tries again."""
+        current = self.get(res.kind, res.name)
+        if current is None:
+            raise NotFound(f"{res.kind.capitalize()} does not exist (resource={res.name})")
+        if current.op != expected_op:
+            raise Aborted(f"The {res.kind} changed concurrently: read it again and retry.")
+        mine = dataclasses.replace(res, op=uuid.uuid4().hex)
+        self._displaced[mine.op] = None
+        try:
+            await self._write(mine.key(), mine.encode(create=False))
+            displaced = self._displaced.get(mine.op)
+        finally:
+            self._displaced.pop(mine.op, None)
+        if displaced is None or displaced.op != expected_op:
+            # Put back what ours displaced: the other writer's version, or the deletion.
+            await self._write(mine.key(), None if displaced is None else displaced.encode(create=False))
+            raise Aborted(f"The {res.kind} changed concurrently: read it again and retry.")
+        return self.get(res.kind, res.name) or mine
+
     async def delete(self, kind: Kind, name: str) -> None:
         await self._write(f"{kind}/{name}".encode(), None)
 
@@ -278,6 +303,8 @@ class ResourceStore:
         if create and key in self._items:
             return  # a create that lost the race
         self._since.setdefault(key, offset)
+        if res.op in self._displaced:
+            self._displaced[res.op] = self._items.get(key)
         self._items[key] = res
         self._notify(res.kind, res.name, res)
 

@@ -76,11 +76,15 @@ class PushManager:
         """Serve the OpenID configuration and key set of push tokens from `app`."""
         jwks.add_routes(app, self.keys.keys, lambda: self.signer.issuer)
 
+    async def start_keys(self) -> None:
+        """Load (or make) the signing keys: before the gateway serves, since the marks of
+        forwarded acks are signed with them too (security/peer.py)."""
+        await self.keys.start()
+
     async def start(self, rest_port: int) -> None:
-        """Load the signing keys, then start a dispatcher per push subscription."""
+        """Start a dispatcher per push subscription (the keys were loaded by start_keys)."""
         if not self.signer.issuer:
             self.signer.issuer = default_issuer(self._settings, rest_port)
-        await self.keys.start()
         self._http = sender.PushClient(self._settings.push_max_connections, self._settings.push_destinations)
         self._running = True
         for res in list(self._store.all("subscription")):

@@ -67,7 +67,7 @@ import jwt
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from gateway.errors import Code, GatewayError, Unavailable, quote
+from gateway.errors import Unauthenticated, Unavailable, quote
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +93,6 @@ _MEMBER = re.compile(r"(?:user|serviceAccount|group):[^@\s]+@[^@\s]+|domain:[^@\
 class Principal:
     member: str  # IAM member form: "user:alice@example.com", "serviceAccount:sa@p.iam.gserviceaccount.com"
     via: str  # "token-file", "oidc:<issuer>", "mtls"
-
-
-class Unauthenticated(GatewayError):
-    """The request's credentials prove no caller: gRPC UNAUTHENTICATED, HTTP 401."""
-
-    code = Code.UNAUTHENTICATED
 
 
 # -- members -------------------------------------------------------------------------------------

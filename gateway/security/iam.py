@@ -29,10 +29,10 @@ from types import MappingProxyType
 from typing import Any, Final
 
 # google.iam.v1 ships .pyi stubs but no py.typed marker, so mypy will not read them.
-from google.iam.v1 import iam_policy_pb2, options_pb2, policy_pb2  # type: ignore[import-untyped]
+from google.iam.v1 import iam_policy_pb2, options_pb2, policy_pb2
 from google.protobuf.message import Message
 
-from gateway.errors import Code, GatewayError, InvalidArgument, PermissionDenied, quote
+from gateway.errors import Aborted, InvalidArgument, PermissionDenied, quote
 from gateway.translate import names
 
 KINDS: Final = ("topics", "subscriptions", "snapshots", "schemas")
@@ -212,12 +212,6 @@ CHECKS: Final[Mapping[str, tuple[Check, ...]]] = MappingProxyType(
 
 # Names Pub/Sub puts where a deleted resource was: never something to check a permission on.
 _SENTINELS = frozenset({names.DELETED_TOPIC, "_deleted-schema_"})
-
-
-class Aborted(GatewayError):
-    """A read-modify-write lost a race (SetIamPolicy with a stale etag): retry all of it."""
-
-    code = Code.ABORTED
 
 
 class Denied(PermissionDenied):

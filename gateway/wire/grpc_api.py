@@ -1,8 +1,9 @@
-"""The gRPC wire: the Publisher and Subscriber servicers. SchemaService is not served: gRPC
-answers its calls UNIMPLEMENTED, as for any service not registered.
+"""The gRPC wire: the Publisher, Subscriber and IAMPolicy servicers. SchemaService is not
+served: gRPC answers its calls UNIMPLEMENTED, as for any service not registered.
 
-Handlers only translate between protos and core calls; core errors become gRPC statuses in
-`_guard`, the one place that does so.
+Handlers only translate between protos and core calls. `_guard` runs each: it admits the call
+(authentication and IAM, wire/access.py) and turns core errors into gRPC statuses, the one
+place that does so.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
+from google.iam.v1 import iam_policy_pb2
 from google.protobuf import message_factory
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 
@@ -22,6 +25,7 @@ from gateway._pb import _pool
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
 from gateway.core import exactly_once
+from gateway.core.access import AccessService
 from gateway.core.delivery import DeliveryService
 from gateway.core.runner import Delivery
 from gateway.core.snapshots import SnapshotService, check_seek_target
@@ -31,7 +35,8 @@ from gateway.core.topics import TopicService
 from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
 from gateway.translate import limits, records
 from gateway.translate.limits import OutgoingMessage
-from gateway.wire.peers import DETAILS_KEY, FORWARDED
+from gateway.wire.access import CALLER, FORWARDED, CallGuard
+from gateway.wire.peers import DETAILS_KEY
 
 # Empty of the gateway's own descriptor pool: what the RPCs that answer nothing return.
 _EMPTY = _pool.message_class("google.protobuf.Empty")
@@ -64,6 +69,8 @@ async def abort(context: Context, err: GatewayError) -> None:
 
 
 def _forwarded(context: Context) -> bool:
+    """Whether the call came forwarded by another gateway process (its mark was verified when
+    the call was admitted: a call with a mark that is not valid never gets this far)."""
     return any(k == FORWARDED for k, _ in context.invocation_metadata() or ())
 
 
@@ -108,11 +115,24 @@ async def decoded_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
         yield decoded(request)
 
 
+class Servicer:
+    """What `_guard` needs of a servicer: its service's full name and the call guard."""
+
+    SERVICE = ""
+
+    def __init__(self, guard: CallGuard) -> None:
+        self._guard = guard
+
+
 def _guard(fn: Handler[R]) -> Handler[R]:
+    name = fn.__name__
+
     @functools.wraps(fn)
-    async def wrapper(self: Any, request: Any, context: Context) -> R:
+    async def wrapper(self: Servicer, request: Any, context: Context) -> R:
         try:
-            return await fn(self, decoded(request), context)
+            request = decoded(request)
+            await self._guard.admit(f"/{self.SERVICE}/{name}", request, context)
+            return await fn(self, request, context)
         except GatewayError as err:
             await abort(context, err)
         except Exception:
@@ -150,10 +170,17 @@ def _mask(request: Any) -> list[str]:
     return list(request.update_mask.paths)
 
 
-class Publisher(pb_grpc.PublisherServicer):
+class Publisher(Servicer, pb_grpc.PublisherServicer):
+    SERVICE = "google.pubsub.v1.Publisher"
+
     def __init__(
-        self, topics: TopicService, subscriptions: SubscriptionService, snapshots: SnapshotService
+        self,
+        guard: CallGuard,
+        topics: TopicService,
+        subscriptions: SubscriptionService,
+        snapshots: SnapshotService,
     ) -> None:
+        super().__init__(guard)
         self._topics = topics
         self._subs = subscriptions
         self._snapshots = snapshots
@@ -203,10 +230,17 @@ class Publisher(pb_grpc.PublisherServicer):
         return pb.DetachSubscriptionResponse()
 
 
-class Subscriber(pb_grpc.SubscriberServicer):
+class Subscriber(Servicer, pb_grpc.SubscriberServicer):
+    SERVICE = "google.pubsub.v1.Subscriber"
+
     def __init__(
-        self, subscriptions: SubscriptionService, delivery: DeliveryService, snapshots: SnapshotService
+        self,
+        guard: CallGuard,
+        subscriptions: SubscriptionService,
+        delivery: DeliveryService,
+        snapshots: SnapshotService,
     ) -> None:
+        super().__init__(guard)
         self._subs = subscriptions
         self._delivery = delivery
         self._snapshots = snapshots
@@ -269,6 +303,7 @@ class Subscriber(pb_grpc.SubscriberServicer):
                 return
             if not first.subscription:
                 raise InvalidArgument("subscription is required in the first request.")
+            await self._guard.admit(f"/{self.SERVICE}/StreamingPull", first, context)
             session = await self._delivery.open_stream(
                 first.subscription,
                 first.stream_ack_deadline_seconds,
@@ -373,6 +408,33 @@ class Subscriber(pb_grpc.SubscriberServicer):
         return pb.SeekResponse()
 
 
+class IamPolicy(Servicer):
+    """google.iam.v1.IAMPolicy for topics, subscriptions, snapshots (and schemas, of which
+    none exist until the schema service is served): served beside Publisher and Subscriber, as
+    Google serves it, so the official clients' get_iam_policy and the like work."""
+
+    SERVICE = "google.iam.v1.IAMPolicy"
+
+    def __init__(self, guard: CallGuard, access: AccessService) -> None:
+        super().__init__(guard)
+        self._access = access
+
+    @_guard
+    async def GetIamPolicy(self, request: Any, context: Any) -> Any:
+        return self._access.get_policy(request)
+
+    @_guard
+    async def SetIamPolicy(self, request: Any, context: Any) -> Any:
+        return await self._access.set_policy(request)
+
+    @_guard
+    async def TestIamPermissions(self, request: Any, context: Any) -> Any:
+        held = self._access.test_permissions(
+            request.resource, list(request.permissions), CALLER.get() if self._guard.enforcing else None
+        )
+        return iam_policy_pb2.TestIamPermissionsResponse(permissions=held)
+
+
 async def _outcome(call: Awaitable[None]) -> dict[str, str]:
     """Per-id failures of an exactly-once ack on a stream (the stream itself goes on)."""
     try:
@@ -405,10 +467,9 @@ _KINDS = {
 }
 
 
-def _register(server: grpc.aio.Server, service: str, servicer: object) -> None:
+def _register(server: grpc.aio.Server, desc: ServiceDescriptor, servicer: object) -> None:
     """What the generated `add_*Servicer_to_server` does, from the service's descriptor, with
     request deserializers that hand undecodable requests to the handler (`decoder`)."""
-    desc = pb.DESCRIPTOR.services_by_name[service]
     handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
     for method in desc.methods:
         request = message_factory.GetMessageClass(method.input_type)
@@ -423,6 +484,12 @@ def _register(server: grpc.aio.Server, service: str, servicer: object) -> None:
     server.add_registered_method_handlers(desc.full_name, handlers)
 
 
-def add_to_server(server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber) -> None:
-    _register(server, "Publisher", publisher)
-    _register(server, "Subscriber", subscriber)
+IAM_SERVICE: ServiceDescriptor = iam_policy_pb2.DESCRIPTOR.services_by_name["IAMPolicy"]
+
+
+def add_to_server(
+    server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber, iam: IamPolicy
+) -> None:
+    _register(server, pb.DESCRIPTOR.services_by_name["Publisher"], publisher)
+    _register(server, pb.DESCRIPTOR.services_by_name["Subscriber"], subscriber)
+    _register(server, IAM_SERVICE, iam)

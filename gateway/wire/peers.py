@@ -10,8 +10,9 @@ from google.rpc import error_details_pb2, status_pb2
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
 from gateway.core import exactly_once
+from gateway.security.peer import PeerTokens
+from gateway.wire.access import FORWARDED
 
-FORWARDED = "x-pubsub-gateway-forwarded"
 DETAILS_KEY = "grpc-status-details-bin"
 TIMEOUT = 10.0
 
@@ -29,7 +30,10 @@ def ack_failures(metadata: Iterable[tuple[str, str | bytes]] | None) -> dict[str
 
 
 class GrpcPeers:
-    def __init__(self) -> None:
+    """Forwarded calls carry FORWARDED with a peer token for their subscription (access.py)."""
+
+    def __init__(self, tokens: PeerTokens) -> None:
+        self._tokens = tokens
         self._stubs: dict[str, pb_grpc.SubscriberStub] = {}
         self._channels: list[grpc.aio.Channel] = []
 
@@ -45,7 +49,10 @@ class GrpcPeers:
         self, address: str, subscription: str, ack_ids: Sequence[str], seconds: int | None
     ) -> dict[str, str]:
         stub = self._stub(address)
-        metadata = ((FORWARDED, "1"),)
+        try:
+            metadata = ((FORWARDED, self._tokens.token(subscription)),)
+        except LookupError:  # no key loaded yet: as if the owner could not be reached
+            return dict.fromkeys(ack_ids, exactly_once.UNREACHABLE)
         try:
             if seconds is None:
                 await stub.Acknowledge(

@@ -19,7 +19,9 @@ from typing import Any, NoReturn
 
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
+from google.iam.v1 import iam_policy_pb2
 from google.protobuf import json_format
+from google.protobuf.descriptor import ServiceDescriptor
 from google.rpc import (
     error_details_pb2,  # noqa: F401  (registers ErrorInfo for error details)
     status_pb2,
@@ -34,6 +36,7 @@ from gateway.wire.peers import DETAILS_KEY
 log = logging.getLogger(__name__)
 OPENAPI_PATH = "/v1/openapi.json"
 SERVICES = ("Publisher", "Subscriber")
+IAM_SERVICE: ServiceDescriptor = iam_policy_pb2.DESCRIPTOR.services_by_name["IAMPolicy"]
 
 Call = Callable[[Any, Any], Any]
 
@@ -80,12 +83,16 @@ def _details(metadata: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
 
 
 class CallContext:
-    """The part of grpc.aio.ServicerContext the servicers use, for one HTTP request."""
+    """The part of grpc.aio.ServicerContext the servicers use, for one HTTP request. Its only
+    metadata is the request's `authorization` header: no other header reaches the servicers
+    (the peer mark of forwarded calls, above all, cannot come over REST)."""
 
-    def __init__(self) -> None:
+    def __init__(self, authorization: str | None = None, certificate: bytes | None = None) -> None:
         self.code: Any = None
         self.details = ""
         self._trailing: Sequence[tuple[str, Any]] = ()
+        self._metadata = () if authorization is None else (("authorization", authorization),)
+        self._certificate = certificate
 
     async def abort(self, code: Any, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
         metadata = list(trailing_metadata or ()) + list(self._trailing)
@@ -100,8 +107,12 @@ class CallContext:
     def set_trailing_metadata(self, metadata: Sequence[tuple[str, Any]]) -> None:
         self._trailing = metadata
 
-    def invocation_metadata(self) -> tuple[()]:
-        return ()
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+    def peer_certificate(self) -> bytes | None:
+        """The client certificate TLS verified for this connection (DER), if any."""
+        return self._certificate
 
     def time_remaining(self) -> float | None:
         return None
@@ -110,9 +121,9 @@ class CallContext:
         return "rest"
 
 
-async def invoke(call: Call, request: Any) -> Any:
+async def invoke(call: Call, request: Any, context: CallContext | None = None) -> Any:
     """Run one servicer method as the gRPC server would, turning its status into `Aborted`."""
-    context = CallContext()
+    context = context or CallContext()
     try:
         result = call(request, context)
         if inspect.isawaitable(result):
@@ -159,7 +170,7 @@ class RestApi:
     def __init__(self, servicers: Mapping[str, object], body_timeout: float) -> None:
         self.body_timeout = body_timeout
         services = [pubsub_pb2.DESCRIPTOR.services_by_name[name] for name in SERVICES]
-        table = rest_routes.routes(services)
+        table = rest_routes.routes(services) + rest_routes.iam_routes(IAM_SERVICE)
         self.router = rest_routes.Router(table)
         self.calls: dict[str, Call] = {r.name: getattr(servicers[r.service], r.method.name) for r in table}
         self.openapi = json.dumps(openapi.document(table), indent=1).encode()
@@ -200,10 +211,21 @@ class RestApi:
         except TimeoutError:
             raise BodyTimeout from None
         message = rest_json.build_request(route, values, query, body)
-        result = await invoke(self.calls[route.name], message)
+        context = CallContext(request.headers.get(hdrs.AUTHORIZATION), _client_certificate(request))
+        result = await invoke(self.calls[route.name], message, context)
         return web.Response(
             body=rest_json.render(result, out), content_type="application/json", charset="utf-8"
         )
+
+
+def _client_certificate(request: web.Request) -> bytes | None:
+    """The certificate the client presented and TLS verified (DER), if any."""
+    transport = request.transport
+    ssl_object = transport.get_extra_info("ssl_object") if transport is not None else None
+    if ssl_object is None:
+        return None
+    der: bytes | None = ssl_object.getpeercert(binary_form=True)
+    return der
 
 
 async def _read_body(request: web.Request) -> bytes:

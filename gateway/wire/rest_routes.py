@@ -167,6 +167,39 @@ def routes(services: Iterable[ServiceDescriptor]) -> list[Route]:
     return out
 
 
+# google.iam.v1.IAMPolicy as Pub/Sub binds it over HTTP (its service configuration's rules,
+# which the protos do not carry: iam_policy.proto's own rules are the generic `{resource=**}`).
+IAM_RESOURCES = ("topics", "subscriptions", "snapshots", "schemas")
+IAM_BINDINGS = (
+    ("GetIamPolicy", "GET", ""),
+    ("SetIamPolicy", "POST", "*"),
+    ("TestIamPermissions", "POST", "*"),
+)
+
+
+def iam_routes(service: ServiceDescriptor) -> list[Route]:
+    """The HTTP bindings of the IAM methods for each kind of Pub/Sub resource."""
+    out: list[Route] = []
+    for name, http_method, body in IAM_BINDINGS:
+        method = service.methods_by_name[name]
+        verb = name[0].lower() + name[1:]
+        request_class = message_factory.GetMessageClass(method.input_type)
+        response_class = message_factory.GetMessageClass(method.output_type)
+        out.extend(
+            Route(
+                service=service.full_name,
+                method=method,
+                http_method=http_method,
+                template=parse_template(f"/v1/{{resource=projects/*/{kind}/*}}:{verb}"),
+                body=body,
+                request_class=request_class,
+                response_class=response_class,
+            )
+            for kind in IAM_RESOURCES
+        )
+    return out
+
+
 class NoRoute(Exception):
     """No route has this path (404) or none has it with this HTTP method (405: `allowed`)."""
 

@@ -67,12 +67,58 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--grpc-max-connection-age-seconds", "PUBSUB_GATEWAY_GRPC_MAX_CONNECTION_AGE_SECONDS", "0", 0.0),
     ("--first-bytes-timeout-seconds", "PUBSUB_GATEWAY_FIRST_BYTES_TIMEOUT_SECONDS", "2", 2.0),
     ("--max-pending-connections", "PUBSUB_GATEWAY_MAX_PENDING_CONNECTIONS", "50", 50),
+    ("--tls-cert-file", "PUBSUB_GATEWAY_TLS_CERT_FILE", "/etc/gw/cert.pem", Path("/etc/gw/cert.pem")),
+    ("--tls-key-file", "PUBSUB_GATEWAY_TLS_KEY_FILE", "/etc/gw/key.pem", Path("/etc/gw/key.pem")),
+    ("--tls-client-ca-file", "PUBSUB_GATEWAY_TLS_CLIENT_CA_FILE", "/etc/gw/ca.pem", Path("/etc/gw/ca.pem")),
+    ("--tls-client-auth", "PUBSUB_GATEWAY_TLS_CLIENT_AUTH", " Require ", "require"),
+    ("--tls-peer-ca-file", "PUBSUB_GATEWAY_TLS_PEER_CA_FILE", "/etc/gw/peers.pem", Path("/etc/gw/peers.pem")),
+    ("--auth-token-file", "PUBSUB_GATEWAY_AUTH_TOKEN_FILE", "/etc/gw/tokens", Path("/etc/gw/tokens")),
+    (
+        "--auth-oidc",
+        "PUBSUB_GATEWAY_AUTH_OIDC",
+        "https://accounts.google.com/=a|b",
+        {"https://accounts.google.com": "a|b"},
+    ),
+    ("--auth-mtls", "PUBSUB_GATEWAY_AUTH_MTLS", "true", True),
+    ("--iam-policy-file", "PUBSUB_GATEWAY_IAM_POLICY_FILE", "/etc/gw/iam.json", Path("/etc/gw/iam.json")),
     ("--event-loop", "PUBSUB_GATEWAY_EVENT_LOOP", "asyncio", "asyncio"),
     ("--log-level", "PUBSUB_GATEWAY_LOG_LEVEL", "debug", "DEBUG"),
 ]
 
 # Flags that take something other than their name in capitals in the usage line.
-METAVARS = {"--kafka-config": "KEY=VALUE", "--kafka-config-file": "FILE"}
+METAVARS = {
+    "--kafka-config": "KEY=VALUE",
+    "--kafka-config-file": "FILE",
+    **dict.fromkeys(
+        [
+            "--tls-cert-file",
+            "--tls-key-file",
+            "--tls-client-ca-file",
+            "--tls-peer-ca-file",
+            "--auth-token-file",
+            "--iam-policy-file",
+        ],
+        "FILE",
+    ),
+    "--auth-oidc": "ISSUER=AUDIENCE",
+}
+REPEATABLE = ("--kafka-config", "--auth-oidc")
+
+# The settings a flag is valid only with (validation refuses it alone): field -> (text, value).
+_TLS = {"tls_cert_file": ("/c.pem", Path("/c.pem")), "tls_key_file": ("/k.pem", Path("/k.pem"))}
+_CLIENT_AUTH = {
+    **_TLS,
+    "tls_client_ca_file": ("/ca.pem", Path("/ca.pem")),
+    "tls_client_auth": ("optional", "optional"),
+}
+COMPANIONS: dict[str, dict[str, tuple[str, object]]] = {
+    "--tls-cert-file": {"tls_key_file": _TLS["tls_key_file"]},
+    "--tls-key-file": {"tls_cert_file": _TLS["tls_cert_file"]},
+    "--tls-client-ca-file": {**_TLS, "tls_client_auth": ("optional", "optional")},
+    "--tls-client-auth": {**_TLS, "tls_client_ca_file": _CLIENT_AUTH["tls_client_ca_file"]},
+    "--tls-peer-ca-file": _TLS,
+    "--auth-mtls": _CLIENT_AUTH,
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -90,7 +136,7 @@ def test_metavars_and_repeatable_flags() -> None:
     for action in _parser()._actions[1:]:
         (flag,) = action.option_strings
         assert action.metavar == METAVARS.get(flag)
-        assert isinstance(action, argparse._AppendAction) == (flag == "--kafka-config")
+        assert isinstance(action, argparse._AppendAction) == (flag in REPEATABLE)
 
 
 def test_every_flag_has_a_field_of_its_name() -> None:
@@ -102,10 +148,13 @@ def test_every_flag_has_a_field_of_its_name() -> None:
 @pytest.mark.parametrize(("flag", "variable", "text", "value"), FLAGS, ids=[f[0] for f in FLAGS])
 def test_flag_and_variable_set_the_same_field(flag: str, variable: str, text: str, value: object) -> None:
     name = flag[2:].replace("-", "_")
-    expected = dataclasses.replace(Settings(), **{name: value})  # type: ignore[arg-type]
-    assert expected != Settings()
-    from_flag = parse([f"{flag}={text}"])
-    from_variable = parse([], {variable: text})
+    companions = COMPANIONS.get(flag, {})
+    others = {field: v for field, (_, v) in companions.items()}
+    expected = dataclasses.replace(Settings(), **others, **{name: value})  # type: ignore[arg-type]
+    assert expected != dataclasses.replace(Settings(), **others)  # type: ignore[arg-type]
+    other_flags = [f"--{field.replace('_', '-')}={t}" for field, (t, _) in companions.items()]
+    from_flag = parse([*other_flags, f"{flag}={text}"])
+    from_variable = parse(other_flags, {variable: text})
     assert from_flag == expected
     assert from_variable == expected
     assert type(getattr(from_flag, name)) is type(value)
