@@ -27,6 +27,7 @@ AUDIENCE = "pubsub-gateway-peer"
 LIFETIME = 600
 RENEW_AFTER = 300
 LEEWAY = 30  # seconds the processes' clocks may differ
+SETTLE_MS = 30_000  # as push tokens: a new key signs once every process has had time to load it
 CACHE_LIMIT = 10_000
 
 
@@ -37,6 +38,14 @@ class Key(Protocol):
     def private_key(self) -> rsa.RSAPrivateKey: ...
     @property
     def created_ms(self) -> int: ...
+
+
+def _signing_key(keys: Sequence[Key], now_ms: int) -> Key:
+    """The newest key every process has had time to load (a key made a moment ago elsewhere
+    may not have reached the owner yet); the newest if none is that old."""
+    by_age = sorted(keys, key=lambda k: k.created_ms, reverse=True)
+    settled = [k for k in by_age if now_ms - k.created_ms >= SETTLE_MS]
+    return settled[0] if settled else by_age[0]
 
 
 class PeerTokens:
@@ -57,7 +66,7 @@ class PeerTokens:
         keys = self._keys()
         if not keys:
             raise LookupError("no gateway key is loaded yet")
-        key = max(keys, key=lambda k: k.created_ms)
+        key = _signing_key(keys, now * 1000)
         claims = {"iss": ISSUER, "aud": AUDIENCE, "sub": subscription, "iat": now, "exp": now + LIFETIME}
         token = jwt.encode(claims, key.private_key, algorithm="RS256", headers={"kid": key.kid})
         if len(self._minted) >= CACHE_LIMIT:

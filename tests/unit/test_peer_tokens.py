@@ -40,7 +40,7 @@ def test_a_mark_verifies_for_its_subscription_only(keys: list[_Key]) -> None:
     clock = _Clock()
     minting, checking = PeerTokens(lambda: keys, clock), PeerTokens(lambda: keys, clock)
     token = minting.token(SUB)
-    assert jwt.get_unverified_header(token)["kid"] == "k1"  # the newest key signs
+    assert jwt.get_unverified_header(token)["kid"] == "k1"  # the newest settled key signs
     assert checking.verify(token, SUB)
     assert not checking.verify(token, SUB + "x")
     assert not checking.verify("1", SUB)
@@ -74,6 +74,15 @@ def test_a_mark_signed_by_another_key_or_of_another_shape_is_refused(keys: list[
         assert not tokens.verify(token, SUB), claims
     hs = jwt.encode(good, "secret-secret-secret-secret-secret", algorithm="HS256", headers={"kid": "k1"})
     assert not tokens.verify(hs, SUB)
+
+
+def test_a_key_made_a_moment_ago_does_not_sign_yet(keys: list[_Key]) -> None:
+    clock = _Clock()
+    fresh = _Key("new", keys[0].private_key, int(clock.now * 1000) - 1000)
+    token = PeerTokens(lambda: [*keys, fresh], clock).token(SUB)
+    assert jwt.get_unverified_header(token)["kid"] == "k1"
+    only_fresh = PeerTokens(lambda: [fresh], clock).token(SUB)
+    assert jwt.get_unverified_header(only_fresh)["kid"] == "new"
 
 
 def test_no_keys_no_marks() -> None:
