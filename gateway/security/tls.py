@@ -51,6 +51,8 @@ from typing import Any, cast
 import grpc
 from aiohttp import web
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
 
 from gateway.errors import FailedPrecondition
 
@@ -121,27 +123,51 @@ def _no_password() -> bytes:
 
 
 def load(files: TlsFiles, sni_callback: SniCallback | None = None) -> Material:
-    """Read and check the files. Raises TlsError (with the reason) rather than return material
-    that would fail handshakes; files rewritten while read are refused too, to be read again."""
+    """Read and check the files. Raises TlsError (saying which file and what is wrong) rather
+    than return material that would fail handshakes; files rewritten while read are refused
+    too, to be read again at their next change."""
     before = file_states(files.paths)
-    try:
-        chain, key = files.cert.read_bytes(), files.key.read_bytes()
-        client_ca = files.client_ca.read_bytes() if files.client_ca is not None else None
-        certificates = x509.load_pem_x509_certificates(chain)
-        # OpenSSL reads the same files: it checks that the key is the certificate's.
+    chain, key = _read(files.cert), _read(files.key)
+    client_ca = _read(files.client_ca) if files.client_ca is not None else None
+    certificate = _certificates(files.cert, chain)[0]
+    _check_key(files, key, certificate)
+    if files.client_ca is not None and client_ca is not None:
+        _certificates(files.client_ca, client_ca)
+    try:  # OpenSSL reads the same files: what it refuses beyond the checks above
         rest = rest_context(files, sni_callback)
-    except TlsError:
-        raise
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-        raise TlsError(f"cannot use {_named(files)}: {exc}") from None
-    states = file_states(files.paths)
-    if states != before:
+        raise TlsError(f"OpenSSL cannot use {_named(files)}: {exc}") from None
+    if file_states(files.paths) != before:
         raise TlsError(f"{_named(files)} changed while being read")
-    now = datetime.datetime.now(datetime.UTC)
-    first = certificates[0]
-    if first.not_valid_after_utc < now:
-        log.warning("TLS: the certificate in %s expired on %s", files.cert, first.not_valid_after_utc)
-    return Material(chain, key, client_ca, rest, first, states)
+    if certificate.not_valid_after_utc < datetime.datetime.now(datetime.UTC):
+        log.warning("TLS: the certificate in %s expired on %s", files.cert, certificate.not_valid_after_utc)
+    return Material(chain, key, client_ca, rest, certificate, before)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise TlsError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _certificates(path: Path, pem: bytes) -> list[x509.Certificate]:
+    try:
+        return x509.load_pem_x509_certificates(pem)
+    except ValueError:
+        raise TlsError(f"{path} holds no readable PEM certificate") from None
+
+
+def _check_key(files: TlsFiles, pem: bytes, certificate: x509.Certificate) -> None:
+    try:
+        key = serialization.load_pem_private_key(pem, password=None)
+    except TypeError:  # a password is needed
+        raise TlsError(f"the private key in {files.key} is encrypted: give an unencrypted PEM key") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise TlsError(f"{files.key} holds no readable PEM private key") from None
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if key.public_key().public_bytes(*spki) != certificate.public_key().public_bytes(*spki):
+        raise TlsError(f"the private key in {files.key} is not that of the certificate in {files.cert}")
 
 
 def _named(files: TlsFiles) -> str:

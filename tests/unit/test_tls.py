@@ -116,21 +116,28 @@ def test_loads_and_describes(pki: Pki) -> None:
 @pytest.mark.parametrize(
     ("breakage", "reason"),
     [
-        ("garbage", "cannot use"),
-        ("other key", "cannot use"),  # the key of another certificate
-        ("missing", "cannot use"),
-        ("encrypted", "encrypted"),
+        ("garbage", "cert.pem holds no readable PEM certificate"),
+        ("garbage key", "key.pem holds no readable PEM private key"),
+        ("other key", "the private key in .*key.pem is not that of the certificate in .*cert.pem"),
+        ("missing", "cannot read .*key.pem: No such file"),
+        ("encrypted", "the private key in .*key.pem is encrypted"),
+        ("client CA", "client-ca.pem holds no readable PEM certificate"),
     ],
 )
 def test_unusable_files_refuse_the_start(pki: Pki, breakage: str, reason: str) -> None:
-    files = pki.files()
+    files = pki.files("require")
     install(files, pki.server())
     if breakage == "garbage":
         write(files.cert, b"-----BEGIN CERTIFICATE-----\nnot base64\n")
+    elif breakage == "garbage key":
+        write(files.key, pki.server().key[:50])
     elif breakage == "other key":
         write(files.key, pki.server().key)
     elif breakage == "missing":
         files.key.unlink()
+    elif breakage == "client CA":
+        assert files.client_ca is not None
+        write(files.client_ca, b"not a certificate")
     else:
         write(files.key, _encrypted_key())
     with pytest.raises(TlsError, match=reason):
