@@ -279,3 +279,12 @@ def test_peer_hop_credentials(pki: Pki, client_auth: str) -> None:
     tls = GatewayTls(files)
     assert isinstance(tls.peer_credentials(pki.dir / "ca.pem"), grpc.ChannelCredentials)
     assert isinstance(tls.peer_credentials(None), grpc.ChannelCredentials)
+
+
+def test_the_default_push_token_issuer_is_https_under_tls() -> None:
+    from gateway.push.manager import default_issuer
+    from gateway.settings import Settings
+
+    assert default_issuer(Settings(), 8085) == "http://127.0.0.1:8085"
+    secured = Settings(tls_cert_file=Path("cert.pem"), tls_key_file=Path("key.pem"))
+    assert default_issuer(secured, 8085) == "https://127.0.0.1:8085"  # the key set is served there
