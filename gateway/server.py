@@ -93,6 +93,7 @@ class Gateway:
         s = self.settings
         stack = self._stack
         raise_file_limit(files_needed(s))
+        tls = await self._tls()  # first: a certificate that cannot be used ends the start at once
         if not s.kafka_bootstrap:
             kafka = LocalKafka(
                 data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb, profile=DEV
@@ -140,7 +141,6 @@ class Gateway:
         publisher = grpc_api.Publisher(topics, subs, snapshots)
         subscriber = grpc_api.Subscriber(subs, delivery, snapshots)
         grpc_api.add_to_server(server, publisher, subscriber)
-        tls = await self._tls()
         shared: SharedPort | None = None
         if s.shares_port:
             shared = await self._shared_port(server, tls)
