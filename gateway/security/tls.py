@@ -15,8 +15,9 @@ checked (the key must be the certificate's, the client CA must parse) and, only 
 become what new connections get; connections already open keep theirs. A reload that fails (a
 half-written file, a key of another certificate, a file gone while renamed) keeps the old
 material and logs one warning for that state of the files; the next change is tried again.
-Certificate managers that write the two files one after the other pass through such a state
-on every renewal: the warning says so, and the second write completes the pair.
+A certificate manager that writes the two files one after the other passes through such a
+state: a handshake in between costs one warning, and the second write completes the pair.
+The peer hop's channel credentials are made once, at start (see `peer_credentials`).
 
 The per-handshake check was chosen over a timer: a new certificate is served from the first
 handshake after it is written, no task has to live and be stopped, and the check costs what
