@@ -34,6 +34,7 @@ from gateway.push.manager import PushManager
 from gateway.security import iam
 from gateway.security.authn import Authenticator
 from gateway.security.peer import PeerTokens
+from gateway.security.tls import GatewayTls, TlsFiles
 from gateway.settings import Settings, SettingsError
 from gateway.translate import names
 from gateway.wire import grpc_api, rest
@@ -118,6 +119,7 @@ class Gateway:
         s = self.settings
         stack = self._stack
         raise_file_limit(files_needed(s))
+        tls = await self._tls()  # first: a certificate that cannot be used ends the start at once
         if not s.kafka_bootstrap:
             kafka = LocalKafka(
                 data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb, profile=DEV
@@ -174,13 +176,20 @@ class Gateway:
         grpc_api.add_to_server(server, publisher, subscriber, iam_policy)
         shared: SharedPort | None = None
         if s.shares_port:
-            shared = await self._shared_port(server)
+            shared = await self._shared_port(server, tls)
             self.port = shared.port
         else:
-            self.port = server.add_insecure_port(f"{s.host}:{s.port}")
+            address = f"{s.host}:{s.port}"
+            if tls is None:
+                self.port = server.add_insecure_port(address)
+            else:
+                self.port = server.add_secure_port(address, tls.grpc_credentials())
             if self.port == 0:
                 raise OSError(f"cannot listen on {s.host}:{s.port}")
-        peers = GrpcPeers(peer_tokens)
+        peers = GrpcPeers(
+            peer_tokens,
+            None if tls is None else tls.peer_credentials(s.tls_peer_ca_file or s.tls_client_ca_file),
+        )
         stack.push_async_callback(peers.close)
         delivery.connect_peers(s.advertise_address or f"{s.host}:{self.port}", peers)
         await server.start()
@@ -203,6 +212,7 @@ class Gateway:
                     body_timeout=s.http_body_timeout_seconds,
                     idle_timeout=s.http_idle_timeout_seconds,
                 ),
+                tls=None if tls is None else tls.rest_context,
             )
         )
         if shared is not None:
@@ -247,21 +257,49 @@ class Gateway:
         )
         return authenticator
 
-    async def _shared_port(self, server: grpc.aio.Server) -> SharedPort:
+    async def _tls(self) -> GatewayTls | None:
+        """The certificate both wires (and the peer hop) speak TLS with, when there is one."""
+        s = self.settings
+        if s.tls_cert_file is None or s.tls_key_file is None:
+            log.info("TLS off: gRPC and REST are served in plaintext")
+            return None
+        files = TlsFiles(s.tls_cert_file, s.tls_key_file, s.tls_client_ca_file, s.tls_client_auth)
+        tls = await asyncio.to_thread(GatewayTls, files)
+        log.info(
+            "TLS on (%s, reloaded when it changes): %s; client certificates: %s",
+            s.tls_cert_file,
+            tls.material.describe(),
+            s.tls_client_auth,
+        )
+        return tls
+
+    async def _shared_port(self, server: grpc.aio.Server, tls: GatewayTls | None) -> SharedPort:
         """Take the public port, and put the gRPC server on a unix socket in a directory only
         this user may enter: the pumps reach it there, and nobody gets around the port's limits.
-        The pumps end after the server has stopped (its calls end through them)."""
+        The pumps end after the server has stopped (its calls end through them). Under TLS
+        the gRPC server terminates it on that socket: the pumps pass its bytes as they are."""
         s, stack = self.settings, self._stack
         await asyncio.to_thread(_remove_stale_socket_dirs)
         directory = tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX)
         stack.callback(shutil.rmtree, directory, ignore_errors=True)
         target = os.path.join(directory, "grpc.sock")
-        if not server.add_insecure_port(f"unix:{target}"):
+        address = f"unix:{target}"
+        port = (
+            server.add_insecure_port(address)
+            if tls is None
+            else server.add_secure_port(address, tls.grpc_credentials())
+        )
+        if not port:
             raise OSError(f"cannot listen on the unix socket {target}")
         pumps = Pumps(target)
         stack.push_async_callback(pumps.close)  # pushed before server.stop: runs after it
-        limits = PortLimits(s.first_bytes_timeout_seconds, s.max_pending_connections, s.grpc_max_connections)
-        shared = SharedPort(s.host, s.port, limits, pumps)
+        limits = PortLimits(
+            s.first_bytes_timeout_seconds,
+            s.max_pending_connections,
+            s.grpc_max_connections,
+            s.http_header_timeout_seconds,
+        )
+        shared = SharedPort(s.host, s.port, limits, pumps, None if tls is None else tls.rest_context)
         stack.push_async_callback(shared.close)  # a start that fails later lets the port go
         await shared.bind()
         self.shared_port = shared

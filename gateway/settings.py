@@ -309,7 +309,8 @@ class Settings:
     tls_client_auth: str = setting(
         "none",
         "none (the default), optional or require: whether clients are asked for a certificate "
-        "(verified against --tls-client-ca-file)",
+        "(verified against --tls-client-ca-file). grpcio can only require one or not ask: "
+        "optional asks REST clients only",
         convert=lambda value: str(value).strip().lower(),
     )
     tls_peer_ca_file: Path | None = setting(

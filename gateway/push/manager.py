@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 
 def default_issuer(settings: Settings, rest_port: int) -> str:
-    """http://<host>:<REST port>, where host is that of --advertise-address, else --host."""
+    """http(s)://<host>:<REST port>, where host is that of --advertise-address, else --host
+    (https when the gateway speaks TLS: the key set is served on the REST port)."""
     host = settings.host
     if settings.advertise_address:
         host = settings.advertise_address.rsplit(":", 1)[0]
@@ -41,7 +42,7 @@ def default_issuer(settings: Settings, rest_port: int) -> str:
         host = socket.gethostname()
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{rest_port}"
+    return f"{'https' if settings.tls else 'http'}://{host}:{rest_port}"
 
 
 class PushManager:

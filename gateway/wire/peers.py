@@ -32,15 +32,19 @@ def ack_failures(metadata: Iterable[tuple[str, str | bytes]] | None) -> dict[str
 class GrpcPeers:
     """Forwarded calls carry FORWARDED with a peer token for their subscription (access.py)."""
 
-    def __init__(self, tokens: PeerTokens) -> None:
+    def __init__(self, tokens: PeerTokens, credentials: grpc.ChannelCredentials | None = None) -> None:
         self._tokens = tokens
+        self._credentials = credentials  # TLS, when the gateway speaks it: its peers do too
         self._stubs: dict[str, pb_grpc.SubscriberStub] = {}
         self._channels: list[grpc.aio.Channel] = []
 
     def _stub(self, address: str) -> pb_grpc.SubscriberStub:
         stub = self._stubs.get(address)
         if stub is None:
-            channel = grpc.aio.insecure_channel(address)
+            if self._credentials is None:
+                channel = grpc.aio.insecure_channel(address)
+            else:
+                channel = grpc.aio.secure_channel(address, self._credentials)
             self._channels.append(channel)
             stub = self._stubs[address] = pb_grpc.SubscriberStub(channel)
         return stub

@@ -14,6 +14,7 @@ import dataclasses
 import inspect
 import json
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -297,12 +298,20 @@ class RestServer:
     aiohttp closes connections idle for `limits.idle_timeout`. On a port of its own, or with
     `port=None` on none: a shared port (shared_port.py) then hands it connections through
     `guard`, the protocol factory. `stop()` closes the port, then runs aiohttp's runner cleanup,
-    which ends the connections of either (idempotent)."""
+    which ends the connections of either (idempotent). With `tls` (an SSLContext) its own port
+    speaks HTTPS; a handshake must complete within the header timeout."""
 
     def __init__(
-        self, app: web.Application, host: str, port: int | None, grace_seconds: float, limits: HttpLimits
+        self,
+        app: web.Application,
+        host: str,
+        port: int | None,
+        grace_seconds: float,
+        limits: HttpLimits,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._app = app
+        self._tls = tls
         self._host = host
         self._requested_port = port
         self._grace = grace_seconds
@@ -334,7 +343,13 @@ class RestServer:
             return
         loop = asyncio.get_running_loop()
         self._listener = await loop.create_server(
-            guard, self._host, self._requested_port, reuse_address=True, backlog=128
+            guard,
+            self._host,
+            self._requested_port,
+            reuse_address=True,
+            backlog=128,
+            ssl=self._tls,
+            ssl_handshake_timeout=limits.header_timeout if self._tls is not None else None,
         )
         self.port = int(self._listener.sockets[0].getsockname()[1])
 

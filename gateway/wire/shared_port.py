@@ -10,6 +10,15 @@ connection is taken for HTTP/1.1. Then:
   on a private unix socket, so the gRPC server's options (handshake, idle, age, keepalive,
   streams, message sizes) hold as on a port of its own. `--grpc-max-connections` is counted here.
 
+Under TLS (`tls`, the REST server's SSLContext) the first bytes are a ClientHello instead. The
+listener peeks at them (MSG_PEEK: they stay in the socket) until the whole hello is there, and
+its ALPN extension says (client_hello.py): `http/1.1` offered, or no ALPN at all, is REST, and
+the connection becomes a TLS transport of the event loop (the loop does the handshake, then
+REST's protocol runs as above); anything else (gRPC clients offer `h2`) goes to the pump as it
+is, still encrypted, and the gRPC server behind it terminates TLS with its own credentials, so
+the pump stays a byte pump. Bytes that are not a ClientHello (plaintext HTTP, the HTTP/2
+preface, garbage) close the connection: a TLS port never serves in the clear.
+
 A connection that has not said which it is yet is pending: it has `first_bytes_timeout`
 seconds to do so, and at most `max_pending` wait at once; one more closes the oldest (clients
 send their first bytes as they connect, so those waiting longest are the likeliest idle ones,
@@ -25,9 +34,11 @@ import enum
 import errno
 import logging
 import socket
+import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 
+from gateway.wire import client_hello
 from gateway.wire.pump import Pumps
 
 log = logging.getLogger(__name__)
@@ -60,6 +71,7 @@ class PortLimits:
     first_bytes_timeout: float
     max_pending: int
     grpc_max_connections: int
+    tls_handshake_timeout: float = 10.0  # REST under TLS: the rest of its handshake, once the hello came
 
 
 class _Handoff(asyncio.Protocol):
@@ -80,17 +92,28 @@ class _Handoff(asyncio.Protocol):
 class _Pending:
     timer: asyncio.TimerHandle
     first: bytes = b""
+    peeked: int = 0  # under TLS: the bytes seen in the socket so far, still unread
+
+
+def _low_water(sock: socket.socket, size: int) -> None:
+    """Wake the listener only once `size` bytes are in the socket (or it ends): peeked bytes
+    stay there, so the socket would otherwise be readable, and wake it, all the time."""
+    with contextlib.suppress(OSError, AttributeError):  # AttributeError: no SO_RCVLOWAT here
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, size)
 
 
 class SharedPort:
     """The public listener of a shared port. `bind()` takes the port, `serve()` starts
     accepting (once REST's protocol factory exists), `close()` stops (idempotent)."""
 
-    def __init__(self, host: str, port: int, limits: PortLimits, pumps: Pumps) -> None:
+    def __init__(
+        self, host: str, port: int, limits: PortLimits, pumps: Pumps, tls: ssl.SSLContext | None = None
+    ) -> None:
         self._host = host
         self._requested_port = port
         self._limits = limits
         self._pumps = pumps
+        self._tls = tls
         self._rest: Callable[[], asyncio.Protocol] | None = None
         self._listeners: list[socket.socket] = []
         self._pending: dict[socket.socket, _Pending] = {}  # oldest first
@@ -99,7 +122,7 @@ class SharedPort:
         self._logged_at: dict[str, float] = {}
         self.port = 0
         # What happened to connections, for logs and tests.
-        self.timed_out = self.evicted = self.refused_grpc = 0
+        self.timed_out = self.evicted = self.refused_grpc = self.refused_not_tls = 0
 
     @property
     def pending_connections(self) -> int:
@@ -186,6 +209,9 @@ class SharedPort:
         pending = self._pending.get(sock)
         if pending is None:
             return
+        if self._tls is not None:
+            self._peek_hello(sock, pending)
+            return
         try:
             data = sock.recv(READ_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -206,6 +232,35 @@ class SharedPort:
         else:
             self._to_rest(sock, pending.first)
 
+    def _peek_hello(self, sock: socket.socket, pending: _Pending) -> None:
+        try:
+            data = sock.recv(client_hello.MAX_HELLO_BYTES, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._drop(sock)
+            return
+        if len(data) <= pending.peeked:  # readable with nothing new: it ended (or is stuck full)
+            self._drop(sock)
+            return
+        pending.peeked = len(data)
+        try:
+            hello = client_hello.parse(data)
+        except client_hello.HelloError as exc:
+            self.refused_not_tls += 1
+            log.debug("shared port: closing a connection that did not open TLS: %s", exc)
+            self._drop(sock)
+            return
+        if isinstance(hello, client_hello.Incomplete):
+            _low_water(sock, hello.needed)
+            return
+        _low_water(sock, 1)  # as the socket was: the pump's reads and the loop's must not wait
+        self._forget(sock)
+        if hello.wants_http1:
+            self._to_rest(sock, b"")
+        else:
+            self._to_grpc(sock, b"")  # the hello is still in the socket: the server reads it
+
     def _to_grpc(self, sock: socket.socket, first: bytes) -> None:
         if self._pumps.open_connections >= self._limits.grpc_max_connections:
             # As the gRPC server does past grpc.max_allowed_incoming_connections: closed at once.
@@ -225,15 +280,23 @@ class SharedPort:
         rest = self._rest
         assert rest is not None
         loop = asyncio.get_running_loop()
-        task: asyncio.Task[object] = loop.create_task(
-            loop.connect_accepted_socket(lambda: _Handoff(rest(), first), sock)
-        )
+        handoff: Coroutine[object, object, tuple[asyncio.BaseTransport, asyncio.BaseProtocol]]
+        if self._tls is None:
+            handoff = loop.connect_accepted_socket(lambda: _Handoff(rest(), first), sock)
+        else:  # the loop does the handshake, which reads the hello still in the socket
+            handoff = loop.connect_accepted_socket(
+                rest, sock, ssl=self._tls, ssl_handshake_timeout=self._limits.tls_handshake_timeout
+            )
+        task: asyncio.Task[object] = loop.create_task(handoff)
         self._handoffs.add(task)
 
         def handed_off(done: asyncio.Task[object]) -> None:
             self._handoffs.discard(done)
             if done.cancelled() or done.exception() is not None:
-                log.debug("shared port: a REST connection was lost on its way to the server")
+                log.debug(
+                    "shared port: a REST connection was lost on its way to the server: %r",
+                    None if done.cancelled() else done.exception(),
+                )
                 sock.close()
 
         task.add_done_callback(handed_off)
