@@ -29,7 +29,8 @@ Members:
 - a token without one: `principal://ISSUER-WITHOUT-SCHEME/subject/SUB`, the form of Google's
   identity-federation principals. `user:SUB` would be ambiguous: the same `sub` at two issuers,
   or a `sub` that happens to be somebody's email address;
-- a certificate: its first email subjectAltName (rfc822Name) as above, else `user:` + its
+- a certificate: its first email subjectAltName (rfc822Name) as above, else
+  `principal://x509/subject/` + its
   subject's common name.
 
 Keys: each issuer's discovery document (`ISSUER/.well-known/openid-configuration`, whose
@@ -106,9 +107,13 @@ def member_of_email(email: str) -> str:
     return ("serviceAccount:" if domain.endswith(".gserviceaccount.com") else "user:") + email
 
 
+CERTIFICATE_PRINCIPAL = "principal://x509/subject/"
+
+
 def principal_of_certificate(cert: bytes) -> str:
     """The member a certificate (DER or PEM) names: its first email subjectAltName (rfc822Name)
-    via `member_of_email`, else `user:` + its subject's common name. ValueError if neither."""
+    via `member_of_email`, else `principal://x509/subject/` + its subject's common name (`user:`
+    takes an email address only, and IAM refuses anything else there). ValueError if neither."""
     if cert.lstrip().startswith(b"-----BEGIN"):
         certificate = x509.load_pem_x509_certificate(cert)
     else:
@@ -123,7 +128,7 @@ def principal_of_certificate(cert: bytes) -> str:
         return member_of_email(emails[0])
     for attribute in certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME):
         if isinstance(attribute.value, str) and attribute.value.strip():
-            return "user:" + attribute.value.strip()
+            return CERTIFICATE_PRINCIPAL + attribute.value.strip()
     raise ValueError("the certificate names no email address (subjectAltName) and no common name")
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 import pytest
 from cryptography import x509
+from google.api_core import exceptions
 from google.cloud import pubsub_v1
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
@@ -307,3 +308,46 @@ def test_the_peer_hop_forwards_acks_over_mutual_tls(
     assert sorted(m.message.data for m in again) == sorted(m.message.data for m in kept)
     sub_a.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in again])
     assert pull_nothing(sub_a, subscription, 2.0) == []
+
+
+def test_client_certificates_authenticate_callers_for_iam(
+    start_gateway: GatewayFactory, pki: Pki, names: Callable[[str], str], tmp_path: Path
+) -> None:
+    """--auth-mtls: a verified certificate names its caller (principal://x509/subject/ + its
+    common name here; an email SAN would make it `user:EMAIL`), and IAM decides what that
+    caller may do."""
+    policy = tmp_path / "iam.json"
+    policy.write_text(
+        json.dumps(
+            {
+                "projects/test-project": {
+                    "bindings": [
+                        {"role": "roles/pubsub.admin", "members": ["principal://x509/subject/admin-client"]},
+                        {
+                            "role": "roles/pubsub.viewer",
+                            "members": ["principal://x509/subject/viewer-client"],
+                        },
+                    ]
+                }
+            }
+        )
+    )
+    gw = start_gateway(*pki.flags("require"), "--auth-mtls", "true", "--iam-policy-file", str(policy))
+    admin, viewer = (
+        pki.client_ca.issue("admin-client", server=False),
+        pki.client_ca.issue("viewer-client", server=False),
+    )
+    topic = names("topics")
+
+    admin_pub, _ = pki.clients(gw, admin)
+    admin_pub.create_topic(name=topic)
+    viewer_pub, _ = pki.clients(gw, viewer)
+    assert viewer_pub.get_topic(topic=topic).name == topic
+    with pytest.raises(exceptions.PermissionDenied, match=r"pubsub\.topics\.publish"):
+        viewer_pub.publish(topic, b"m").result(timeout=30)
+    assert admin_pub.publish(topic, b"m").result(timeout=30)
+
+    assert _https(pki, gw.rest_address, "GET", f"/v1/{topic}", viewer)[0] == 200
+    status, body = _https(pki, gw.rest_address, "DELETE", f"/v1/{topic}", viewer)
+    assert status == 403 and "pubsub.topics.delete" in str(body), body
+    assert _https(pki, gw.rest_address, "DELETE", f"/v1/{topic}", admin)[0] == 200

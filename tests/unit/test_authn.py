@@ -532,8 +532,8 @@ def test_certificate_members() -> None:
     account = certificate(None, x509.RFC822Name("ci@proj.iam.gserviceaccount.com"))
     assert authn.principal_of_certificate(pem(account)) == "serviceAccount:ci@proj.iam.gserviceaccount.com"
     only_cn = certificate("build-bot", x509.DNSName("bot.test"))
-    assert authn.principal_of_certificate(der(only_cn)) == "user:build-bot"
-    assert authn.principal_of_certificate(pem(certificate("carol"))) == "user:carol"
+    assert authn.principal_of_certificate(der(only_cn)) == "principal://x509/subject/build-bot"
+    assert authn.principal_of_certificate(pem(certificate("carol"))) == "principal://x509/subject/carol"
     with pytest.raises(ValueError, match="no email address"):
         authn.principal_of_certificate(der(certificate(None, x509.DNSName("anonymous.test"))))
     with pytest.raises(ValueError, match=r"."):  # cryptography's words
@@ -559,7 +559,9 @@ async def test_mtls(tmp_path: Path, make: Make) -> None:
     auth = await make(token_file=path, mtls=True)
     cert = pem(certificate("dave", x509.RFC822Name("dave@example.com")))
     assert await auth.authenticate(None, cert) == Principal("user:dave@example.com", "mtls")
-    assert await auth.authenticate(None, der(certificate("erin"))) == Principal("user:erin", "mtls")
+    assert await auth.authenticate(None, der(certificate("erin"))) == Principal(
+        "principal://x509/subject/erin", "mtls"
+    )
     # A token decides, good or bad, whatever certificate comes with it.
     assert (await auth.authenticate("Bearer s3cret-ci", cert)).member == "user:ci@example.com"
     with pytest.raises(Unauthenticated, match="not one of the gateway's tokens"):
