@@ -19,15 +19,19 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import grpc
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from google.api_core import exceptions
 from google.cloud import pubsub_v1
+from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
 from tests.conftest import GatewayFactory
 from tests.e2e.clients import clients, pull_until
+from tests.e2e.pki import Pki
 from tests.gateways import GatewayProcess, emulator_env
 
 pytestmark = pytest.mark.integration
@@ -440,3 +444,49 @@ def test_with_ordering_each_key_is_pushed_in_order_and_restarts_after_a_failure(
         order = [int(r.data.split(b":")[1]) for r in endpoint.requests if r.data.startswith(b"k%d:" % k)]
         # Pushed concurrently, 11 and later would reach the endpoint before 10 failed.
         assert order == [*range(11), *range(10, 30)], f"k{k}: {order}"
+
+
+def test_push_with_tls_and_authentication_on(
+    start_gateway: GatewayFactory, names: Callable[..., str], endpoint: Endpoint, tmp_path: Path
+) -> None:
+    """Push goes on when the gateway takes TLS and authenticated callers only: the endpoint
+    gets the messages, and verifies their tokens with the key set served over HTTPS."""
+    pki = Pki(tmp_path)
+    tokens, policy = tmp_path / "tokens", tmp_path / "iam.json"
+    tokens.write_text("admin-token user:admin@example.com\n")
+    admin = {"role": "roles/pubsub.admin", "members": ["user:admin@example.com"]}
+    policy.write_text(json.dumps({"projects/test-project": {"bindings": [admin]}}))
+    gw = start_gateway(*pki.flags(), "--auth-token-file", str(tokens), "--iam-policy-file", str(policy))
+    credentials = grpc.composite_channel_credentials(
+        grpc.ssl_channel_credentials(root_certificates=pki.ca.cert),
+        grpc.access_token_call_credentials("admin-token"),  # authorization: Bearer admin-token
+    )
+    pub = pubsub_v1.PublisherClient(
+        transport=PublisherGrpcTransport(channel=grpc.secure_channel(gw.address, credentials))
+    )
+    sub = pubsub_v1.SubscriberClient(
+        transport=SubscriberGrpcTransport(channel=grpc.secure_channel(gw.address, credentials))
+    )
+    topic, subscription = names("topics"), names("subscriptions")
+    pub.create_topic(name=topic)
+    email = "pusher@test-project.iam.gserviceaccount.com"
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "push_config": {"push_endpoint": endpoint.url(), "oidc_token": {"service_account_email": email}},
+        }
+    )
+    _publish(pub, topic, [b"one", b"two"])
+    assert endpoint.wait(lambda rs: _acked(rs) == {b"one", b"two"}, 30)
+
+    context = pki.context()
+    with urllib.request.urlopen(
+        f"https://{gw.rest_address}/.well-known/openid-configuration", timeout=10, context=context
+    ) as r:
+        config = json.loads(r.read())
+    assert config["issuer"].startswith("https://")
+    token = endpoint.requests[0].headers["Authorization"].removeprefix("Bearer ")
+    key = jwt.PyJWKClient(config["jwks_uri"], ssl_context=context).get_signing_key_from_jwt(token).key
+    claims = jwt.decode(token, key, algorithms=["RS256"], audience=endpoint.url(), issuer=config["issuer"])
+    assert claims["email"] == email
