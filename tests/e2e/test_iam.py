@@ -8,14 +8,20 @@ through the project's bindings (--iam-policy-file) or the resource's own policy.
 
 from __future__ import annotations
 
+import base64
+import http.server
 import json
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
+import jwt
 import pytest
 import requests
+from cryptography.hazmat.primitives.asymmetric import rsa
 from google.api_core import exceptions
 from google.cloud import pubsub_v1
 from google.iam.v1 import iam_policy_pb2, policy_pb2
@@ -23,7 +29,7 @@ from google.pubsub_v1.services.publisher.transports import PublisherGrpcTranspor
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
 from tests.conftest import GatewayFactory
-from tests.e2e.clients import clients
+from tests.e2e.clients import await_subscription, clients, pull_nothing, pull_until
 from tests.gateways import GatewayProcess
 
 PROJECT = "projects/test-project"
@@ -414,3 +420,187 @@ def test_permissions_requested_must_be_valid(
         pub.test_iam_permissions(request={"resource": topic, "permissions": ["pubsub.*"]})
     request = iam_policy_pb2.TestIamPermissionsRequest(resource=topic, permissions=["pubsub.topics.get"])
     assert list(pub.test_iam_permissions(request=request).permissions) == ["pubsub.topics.get"]
+
+
+def test_rest_callers_get_the_same_answers_as_grpc(
+    secured: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    """The role matrix over REST: the same token, the same permission, the same outcome."""
+    admin_pub, admin_sub = _as(secured, "t-admin")
+    topic, subscription = names("topics"), names("subscriptions")
+    admin_pub.create_topic(name=topic)
+    admin_sub.create_subscription(name=subscription, topic=topic)
+    base = f"http://{secured.rest_address}/v1"
+
+    def outcomes(token: str) -> dict[str, int]:
+        auth = {"Authorization": f"Bearer {token}"}
+
+        def call(method: str, path: str, body: object = None) -> int:
+            return requests.request(method, f"{base}/{path}", json=body, headers=auth, timeout=10).status_code
+
+        return {
+            "create topic": call("PUT", names("topics", f"-rest-{token}"), {}),
+            "get topic": call("GET", topic),
+            "list topics": call("GET", f"{PROJECT}/topics"),
+            "publish": call("POST", f"{topic}:publish", {"messages": [{"data": "bQ=="}]}),
+            "pull": call("POST", f"{subscription}:pull", {"maxMessages": 1, "returnImmediately": True}),
+            "get policy": call("GET", f"{topic}:getIamPolicy"),
+            "set policy": call("POST", f"{topic}:setIamPolicy", {"policy": {}}),
+        }
+
+    allowed = {
+        "t-admin": {
+            "create topic",
+            "get topic",
+            "list topics",
+            "publish",
+            "pull",
+            "get policy",
+            "set policy",
+        },
+        "t-editor": {"create topic", "get topic", "list topics", "publish", "pull"},
+        "t-publisher": {"publish"},
+        "t-subscriber": {"pull"},
+        "t-viewer": {"get topic", "list topics"},
+        "t-nobody": set(),
+    }
+    for token, may in allowed.items():
+        got = outcomes(token)
+        assert got == {call: 200 if call in may else 403 for call in got}, (token, got)
+
+
+def test_forwarded_acks_need_no_second_authentication(
+    start_gateway: GatewayFactory, names: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Two processes, authentication on: an ack sent to the process that does not own the
+    message's partition is checked there, then forwarded to the owner with the peer mark
+    alone, and takes effect. A caller who may not consume is refused where it calls."""
+    tokens, policy = tmp_path / "tokens", tmp_path / "iam.json"
+    tokens.write_text("".join(f"{t} {m}\n" for t, m in TOKENS.items()))
+    bindings = [{"role": role, "members": members} for role, members in PROJECT_ROLES.items()]
+    policy.write_text(json.dumps({PROJECT: {"bindings": bindings}}))
+    flags = ("--auth-token-file", str(tokens), "--iam-policy-file", str(policy))
+    a = start_gateway(*flags)
+    b = start_gateway(*flags, prefix=a.prefix)
+    admin_pub, admin_sub = _as(a, "t-admin")
+    topic, subscription = names("topics"), names("subscriptions")
+    admin_pub.create_topic(name=topic)
+    admin_sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "ack_deadline_seconds": 10,
+            "enable_exactly_once_delivery": True,
+        }
+    )
+    for future in [admin_pub.publish(topic, f"m{i}".encode()) for i in range(10)]:
+        future.result(timeout=30)
+    _, sub_a = _as(a, "t-subscriber")
+    _, sub_b = _as(b, "t-subscriber")
+    got = pull_until(sub_a, subscription, 10)  # a owns every partition: b never pulled
+    assert len(got) == 10
+    await_subscription(_as(b, "t-admin")[1], subscription)
+    _, publisher_b = _as(b, "t-publisher")
+    with pytest.raises(exceptions.PermissionDenied, match=r"pubsub\.subscriptions\.consume"):
+        publisher_b.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in got])
+    # Exactly-once: the call fails unless the owner confirmed every id, so the hop worked.
+    sub_b.acknowledge(subscription=subscription, ack_ids=[m.ack_id for m in got])
+    assert pull_nothing(sub_a, subscription, 12.0) == [], "acked, so nothing comes back after the deadline"
+
+
+class _Issuer:
+    """An OIDC issuer on 127.0.0.1: its discovery document and key set, served over HTTP."""
+
+    def __init__(self) -> None:
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        numbers = self.key.public_key().public_numbers()
+
+        def b64(n: int) -> str:
+            return (
+                base64.urlsafe_b64encode(n.to_bytes((n.bit_length() + 7) // 8, "big")).rstrip(b"=").decode()
+            )
+
+        jwks = {
+            "keys": [
+                {
+                    "kty": "RSA",
+                    "kid": "k1",
+                    "alg": "RS256",
+                    "use": "sig",
+                    "n": b64(numbers.n),
+                    "e": b64(numbers.e),
+                }
+            ]
+        }
+        issuer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                documents = {
+                    "/.well-known/openid-configuration": {
+                        "issuer": issuer.url,
+                        "jwks_uri": issuer.url + "/certs",
+                    },
+                    "/certs": jwks,
+                }
+                body = json.dumps(documents.get(self.path, {})).encode()
+                self.send_response(200 if self.path in documents else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def token(self, key: rsa.RSAPrivateKey | None = None, **claims: object) -> str:
+        now = int(time.time())
+        body = {"iss": self.url, "aud": "gw-audience", "iat": now, "exp": now + 300, "sub": "s", **claims}
+        return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": "k1"})
+
+
+def test_oidc_id_tokens(start_gateway: GatewayFactory, names: Callable[[str], str], tmp_path: Path) -> None:
+    """Tokens of a configured OIDC issuer authenticate their `email`; expired ones, ones with a
+    bad signature and ones for another audience are UNAUTHENTICATED, on both wires."""
+    issuer = _Issuer()
+    try:
+        policy = tmp_path / "iam.json"
+        admin = {
+            "role": "roles/pubsub.admin",
+            "members": ["serviceAccount:ci@test-project.iam.gserviceaccount.com"],
+        }
+        policy.write_text(json.dumps({PROJECT: {"bindings": [admin]}}))
+        gw = start_gateway("--auth-oidc", f"{issuer.url}=gw-audience", "--iam-policy-file", str(policy))
+        email = "ci@test-project.iam.gserviceaccount.com"
+        good = issuer.token(email=email)
+        pub, _ = _as(gw, good)
+        topic = names("topics")
+        pub.create_topic(name=topic)
+        other = issuer.token(email="someone@example.com")
+        with pytest.raises(exceptions.PermissionDenied, match=r"pubsub\.topics\.get"):
+            _as(gw, other)[0].get_topic(topic=topic)
+        stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        bad = {
+            "expired": issuer.token(email=email, iat=int(time.time()) - 600, exp=int(time.time()) - 300),
+            "bad signature": issuer.token(stranger, email=email),
+            "another audience": issuer.token(email=email, aud="someone-else"),
+        }
+        for why, token in bad.items():
+            with pytest.raises(exceptions.Unauthenticated):
+                _as(gw, token)[0].get_topic(topic=topic)
+            got = requests.get(
+                f"http://{gw.rest_address}/v1/{topic}",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=10,
+            )
+            assert got.status_code == 401, (why, got.text)
+        ok = requests.get(
+            f"http://{gw.rest_address}/v1/{topic}", headers={"Authorization": f"Bearer {good}"}, timeout=10
+        )
+        assert ok.status_code == 200, ok.text
+    finally:
+        issuer.server.shutdown()
