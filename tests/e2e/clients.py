@@ -32,6 +32,26 @@ def topic_and_subscription(
     return pub, sub, topic, subscription
 
 
+def exactly_once_backlog(
+    pub: pubsub_v1.PublisherClient, sub: pubsub_v1.SubscriberClient, names: Callable[[str], str], count: int
+) -> tuple[str, str]:
+    """A new topic, an exactly-once subscription to it (10 s deadline), and `count` messages
+    m0, m1, ... published to it."""
+    topic, subscription = names("topics"), names("subscriptions")
+    pub.create_topic(name=topic)
+    sub.create_subscription(
+        request={
+            "name": subscription,
+            "topic": topic,
+            "ack_deadline_seconds": 10,
+            "enable_exactly_once_delivery": True,
+        }
+    )
+    for future in [pub.publish(topic, f"m{i}".encode()) for i in range(count)]:
+        future.result(timeout=30)
+    return topic, subscription
+
+
 def gapic_publisher(gw: GatewayProcess) -> PublisherGapic:
     """The official low-level publisher (one Publish RPC per call), on an insecure channel."""
     channel = grpc.insecure_channel(gw.address)

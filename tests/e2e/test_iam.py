@@ -29,7 +29,14 @@ from google.pubsub_v1.services.publisher.transports import PublisherGrpcTranspor
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
 from tests.conftest import GatewayFactory
-from tests.e2e.clients import await_subscription, clients, pull_nothing, pull_until
+from tests.e2e.clients import (
+    await_subscription,
+    clients,
+    exactly_once_backlog,
+    pull_nothing,
+    pull_until,
+    topic_and_subscription,
+)
 from tests.gateways import GatewayProcess
 
 PROJECT = "projects/test-project"
@@ -57,10 +64,7 @@ PROJECT_ROLES = {
 def test_policies_are_stored_returned_and_versioned(
     shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
-    pub, sub = clients(shared_gateway)
-    topic, subscription = names("topics"), names("subscriptions")
-    pub.create_topic(name=topic)
-    sub.create_subscription(name=subscription, topic=topic)
+    pub, sub, topic, subscription = topic_and_subscription(shared_gateway, names)
 
     empty = pub.get_iam_policy(request={"resource": topic})
     assert list(empty.bindings) == [] and empty.etag
@@ -133,10 +137,7 @@ def test_bad_policies_are_refused_and_change_nothing(
 
 
 def test_iam_over_rest(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
-    pub, sub = clients(shared_gateway)
-    topic, subscription = names("topics"), names("subscriptions")
-    pub.create_topic(name=topic)
-    sub.create_subscription(name=subscription, topic=topic)
+    pub, _, topic, subscription = topic_and_subscription(shared_gateway, names)
     base = f"http://{shared_gateway.rest_address}/v1"
     for resource in (topic, subscription):
         got = requests.get(f"{base}/{resource}:getIamPolicy", timeout=10)
@@ -173,10 +174,7 @@ def test_the_forwarded_mark_cannot_be_set_by_a_client(
 ) -> None:
     """The mark that tells an owner an ack was forwarded by another process (so it must not
     forward it again) is a signed token; a client that sets it is refused."""
-    pub, sub = clients(shared_gateway)
-    topic, subscription = names("topics"), names("subscriptions")
-    pub.create_topic(name=topic)
-    sub.create_subscription(name=subscription, topic=topic)
+    _, sub, _, subscription = topic_and_subscription(shared_gateway, names)
     for value in ("1", "forged.jwt.value"):
         with pytest.raises(exceptions.PermissionDenied, match="x-pubsub-gateway-forwarded"):
             sub.acknowledge(
@@ -482,19 +480,7 @@ def test_forwarded_acks_need_no_second_authentication(
     flags = ("--auth-token-file", str(tokens), "--iam-policy-file", str(policy))
     a = start_gateway(*flags)
     b = start_gateway(*flags, prefix=a.prefix)
-    admin_pub, admin_sub = _as(a, "t-admin")
-    topic, subscription = names("topics"), names("subscriptions")
-    admin_pub.create_topic(name=topic)
-    admin_sub.create_subscription(
-        request={
-            "name": subscription,
-            "topic": topic,
-            "ack_deadline_seconds": 10,
-            "enable_exactly_once_delivery": True,
-        }
-    )
-    for future in [admin_pub.publish(topic, f"m{i}".encode()) for i in range(10)]:
-        future.result(timeout=30)
+    _, subscription = exactly_once_backlog(*_as(a, "t-admin"), names, 10)
     _, sub_a = _as(a, "t-subscriber")
     _, sub_b = _as(b, "t-subscriber")
     got = pull_until(sub_a, subscription, 10)  # a owns every partition: b never pulled
@@ -604,3 +590,29 @@ def test_oidc_id_tokens(start_gateway: GatewayFactory, names: Callable[[str], st
         assert ok.status_code == 200, ok.text
     finally:
         issuer.server.shutdown()
+
+
+def test_snapshots_have_policies_too(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+    _, sub, _, subscription = topic_and_subscription(shared_gateway, names)
+    snapshot = names("snapshots")
+    sub.create_snapshot(request={"name": snapshot, "subscription": subscription})
+    policy = sub.get_iam_policy(request={"resource": snapshot})
+    policy.bindings.add(role="roles/pubsub.subscriber", members=["user:s@example.com"])
+    stored = sub.set_iam_policy(request={"resource": snapshot, "policy": policy})
+    assert sub.get_iam_policy(request={"resource": snapshot}).bindings == stored.bindings
+    policy.bindings.add(role="roles/pubsub.publisher", members=["user:p@example.com"])
+    with pytest.raises(exceptions.InvalidArgument, match="not supported for this resource"):
+        sub.set_iam_policy(request={"resource": snapshot, "policy": policy})
+    # No schema exists until the schema service is served: its policies are NOT_FOUND.
+    with pytest.raises(exceptions.NotFound):
+        sub.get_iam_policy(request={"resource": "projects/test-project/schemas/none"})
+
+
+def test_listening_beyond_loopback_without_authentication_is_warned_about(
+    start_gateway: GatewayFactory,
+) -> None:
+    gw = start_gateway("--host", "0.0.0.0")
+    log = gw.log_paths[-1].read_text()
+    assert "WARNING" in log and "AUTHENTICATION IS OFF" in log, log[-3000:]
+    quiet = start_gateway()
+    assert "AUTHENTICATION IS OFF" not in quiet.log_paths[-1].read_text()

@@ -22,7 +22,7 @@ from google.api_core import exceptions
 
 from gateway.kafka.tls import Issued, LocalCa
 from tests.conftest import GatewayFactory
-from tests.e2e.clients import await_subscription, pull_nothing, pull_until
+from tests.e2e.clients import await_subscription, exactly_once_backlog, pull_nothing, pull_until
 from tests.e2e.pki import HOSTS, Pki
 from tests.gateways import GatewayProcess
 
@@ -221,18 +221,7 @@ def test_the_peer_hop_forwards_acks_over_mutual_tls(
     member = pki.client()
     pub, sub_a = pki.clients(a, member)
     _, sub_b = pki.clients(b, member)
-    topic, subscription = names("topics"), names("subscriptions")
-    pub.create_topic(name=topic)
-    sub_a.create_subscription(
-        request={
-            "name": subscription,
-            "topic": topic,
-            "ack_deadline_seconds": 10,
-            "enable_exactly_once_delivery": True,
-        }
-    )
-    for future in [pub.publish(topic, f"m{i}".encode()) for i in range(20)]:
-        future.result(timeout=30)
+    _, subscription = exactly_once_backlog(pub, sub_a, names, 20)
     got = pull_until(sub_a, subscription, 20)  # a owns every partition: b never pulled
     assert len(got) == 20
     await_subscription(sub_b, subscription)
