@@ -16,6 +16,7 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2 as ps
 from gateway._pb.google.pubsub.v1 import schema_pb2 as sc
 from gateway.errors import Code, InvalidArgument, PermissionDenied
 from gateway.security import iam
+from gateway.security import roles as tables
 
 HYP = hsettings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -94,33 +95,38 @@ ROLE_CASES = [
 
 @pytest.mark.parametrize(("role", "permission", "expected"), ROLE_CASES)
 def test_role_permissions(role: str, permission: str, expected: bool) -> None:
-    assert (permission in iam.ROLES[role]) is expected
-    assert permission in iam.PERMISSIONS
+    assert (permission in tables.ROLES[role]) is expected
+    assert permission in tables.PERMISSIONS
     bound = [policy((role, ["user:a@example.com"]))]
     assert iam.granted("user:a@example.com", permission, bound) is expected
 
 
 def test_role_tables_are_consistent() -> None:
-    assert iam.ROLES["roles/pubsub.admin"] == iam.ROLES["roles/owner"] == iam.PERMISSIONS
-    assert iam.ROLES["roles/pubsub.publisher"] == {"pubsub.topics.publish"}
-    assert iam.ROLES["roles/pubsub.subscriber"] == {
+    assert tables.ROLES["roles/pubsub.admin"] == tables.ROLES["roles/owner"] == tables.PERMISSIONS
+    assert tables.ROLES["roles/pubsub.publisher"] == {"pubsub.topics.publish"}
+    assert tables.ROLES["roles/pubsub.subscriber"] == {
         "pubsub.topics.attachSubscription",
         "pubsub.subscriptions.consume",
         "pubsub.snapshots.seek",
     }
-    editor = iam.ROLES["roles/pubsub.editor"]
-    assert editor == {p for p in iam.PERMISSIONS if not p.endswith(("getIamPolicy", "setIamPolicy"))}
-    assert iam.ROLES["roles/pubsub.viewer"] < editor < iam.ROLES["roles/editor"] < iam.ROLES["roles/owner"]
-    assert iam.ROLES["roles/pubsub.viewer"] < iam.ROLES["roles/viewer"] < iam.ROLES["roles/editor"]
-    assert set(iam.ROLES) == set(iam.GRANTABLE)
-    assert len(iam.PERMISSIONS) == 10 + 8 + 8 + 11
-    for role, perms in iam.ROLES.items():
-        assert perms <= iam.PERMISSIONS, role
+    editor = tables.ROLES["roles/pubsub.editor"]
+    assert editor == {p for p in tables.PERMISSIONS if not p.endswith(("getIamPolicy", "setIamPolicy"))}
+    assert (
+        tables.ROLES["roles/pubsub.viewer"]
+        < editor
+        < tables.ROLES["roles/editor"]
+        < tables.ROLES["roles/owner"]
+    )
+    assert tables.ROLES["roles/pubsub.viewer"] < tables.ROLES["roles/viewer"] < tables.ROLES["roles/editor"]
+    assert set(tables.ROLES) == set(tables.GRANTABLE)
+    assert len(tables.PERMISSIONS) == 10 + 8 + 8 + 11
+    for role, perms in tables.ROLES.items():
+        assert perms <= tables.PERMISSIONS, role
     # Every permission an RPC checks is a known one.
-    for checks in iam.CHECKS.values():
+    for checks in tables.CHECKS.values():
         for check in checks:
-            for kind in iam.KINDS:
-                assert check.permission.format(kind=kind) in iam.PERMISSIONS, check
+            for kind in tables.KINDS:
+                assert check.permission.format(kind=kind) in tables.PERMISSIONS, check
 
 
 @pytest.mark.parametrize(
@@ -128,22 +134,22 @@ def test_role_tables_are_consistent() -> None:
     [
         ("roles/pubsub.publisher", {"topics"}),
         ("roles/pubsub.subscriber", {"topics", "subscriptions", "snapshots"}),
-        ("roles/pubsub.viewer", set(iam.KINDS)),
-        ("roles/pubsub.editor", set(iam.KINDS)),
-        ("roles/pubsub.admin", set(iam.KINDS)),
-        ("roles/owner", set(iam.KINDS)),
-        ("roles/editor", set(iam.KINDS)),
-        ("roles/viewer", set(iam.KINDS)),
+        ("roles/pubsub.viewer", set(tables.KINDS)),
+        ("roles/pubsub.editor", set(tables.KINDS)),
+        ("roles/pubsub.admin", set(tables.KINDS)),
+        ("roles/owner", set(tables.KINDS)),
+        ("roles/editor", set(tables.KINDS)),
+        ("roles/viewer", set(tables.KINDS)),
     ],
 )
 def test_where_roles_are_grantable(role: str, kinds: set[str]) -> None:
-    for kind in iam.KINDS:
+    for kind in tables.KINDS:
         p = policy((role, ["user:a@example.com"]))
         if kind in kinds:
             iam.validate_policy(p, kind)
         else:
             invalid(iam.validate_policy, p, kind, match=f"Role {role} is not supported for this resource")
-    iam.validate_policy(policy((role, ["user:a@example.com"])), iam.PROJECTS)
+    iam.validate_policy(policy((role, ["user:a@example.com"])), tables.PROJECTS)
 
 
 # --- What each RPC needs -----------------------------------------------------------------------
@@ -315,11 +321,11 @@ def test_every_method_has_checks_and_a_case() -> None:
         "google.pubsub.v1.SchemaService",
         "google.iam.v1.IAMPolicy",
     }
-    assert set(iam.CHECKS) == methods
+    assert set(tables.CHECKS) == methods
     assert {method for method, _, _ in REQUIRED} == methods
     for s in services:
         for m in s.methods:  # each check's field exists in the method's request
-            for check in iam.CHECKS[f"/{s.full_name}/{m.name}"]:
+            for check in tables.CHECKS[f"/{s.full_name}/{m.name}"]:
                 descriptor = m.input_type
                 for part in check.field.split("."):
                     field = descriptor.fields_by_name[part]
@@ -705,7 +711,7 @@ def test_testable() -> None:
     iam.testable("snapshots", ["pubsub.snapshots.seek"])
     iam.testable("schemas", ["pubsub.schemas.attach", "pubsub.schemas.commit"])
     iam.testable("topics", [])
-    for kind, perms in iam.TESTABLE.items():
+    for kind, perms in tables.TESTABLE.items():
         iam.testable(kind, sorted(perms))
     invalid(iam.testable, "topics", ["pubsub.topics.*"], match="wildcards")
     invalid(iam.testable, "topics", ["*"], match="wildcards")
@@ -788,7 +794,7 @@ def test_load_project_policies_refuses(text: str, match: str) -> None:
 
 # --- Properties ----------------------------------------------------------------------------------
 
-roles = st.sampled_from(sorted(iam.ROLES))
+roles = st.sampled_from(sorted(tables.ROLES))
 emails = st.builds(
     "{}@{}.com".format,
     st.text(alphabet="abcXYZ.-", min_size=1, max_size=5),
@@ -805,7 +811,7 @@ bindings = st.lists(st.tuples(roles, st.lists(members, max_size=5)), max_size=6)
 principals = st.one_of(
     st.none(), st.builds("user:{}".format, emails), st.builds("serviceAccount:{}".format, emails)
 )
-permissions = st.sampled_from(sorted(iam.PERMISSIONS))
+permissions = st.sampled_from(sorted(tables.PERMISSIONS))
 
 
 @HYP
@@ -817,7 +823,7 @@ def test_normalized_is_idempotent_and_valid(raw: list[tuple[str, list[str]]]) ->
     assert [b.role for b in once.bindings] == sorted({r for r, m in raw if m})
     for b in once.bindings:
         assert list(b.members) == sorted(set(b.members)) and b.members
-    iam.validate_policy(once, iam.PROJECTS)
+    iam.validate_policy(once, tables.PROJECTS)
 
 
 @HYP
