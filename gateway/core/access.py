@@ -8,7 +8,7 @@ cannot both succeed, in one process or several. Project-level bindings come from
 `--iam-policy-file`, read at start.
 
 `check` is asked before a call runs, only when authentication is on: the caller must hold each
-permission the method needs (security/iam.py says which, and on what) through a binding of the
+permission the method needs (security/roles.py says which, and on what) through a binding of the
 resource's own policy or of its project's. Without authentication nothing is enforced, but
 policies are still stored and returned (as Google's own client tests expect of an emulator).
 """
