@@ -590,6 +590,7 @@ def test_oidc_id_tokens(start_gateway: GatewayFactory, names: Callable[[str], st
         assert ok.status_code == 200, ok.text
     finally:
         issuer.server.shutdown()
+        issuer.server.server_close()  # its listening socket, else a ResourceWarning in a later test
 
 
 def test_snapshots_have_policies_too(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
