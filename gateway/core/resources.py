@@ -49,6 +49,9 @@ class Resource:
     proto: Any
     meta: dict[str, Any]
     op: str = ""
+    # A compare-and-set write (ResourceStore.replace): the op of the version it replaces. Every
+    # process applies it only if that version is the one it holds when the record comes.
+    base: str = ""
 
     def key(self) -> bytes:
         return f"{self.kind}/{self.name}".encode()
@@ -65,6 +68,7 @@ class Resource:
                 "name": self.name,
                 "meta": self.meta,
                 "op": self.op,
+                **({"base": self.base} if self.base else {}),
                 "create": create,
                 "proto": base64.b64encode(self.proto.SerializeToString()).decode(),
             },
@@ -75,7 +79,8 @@ class Resource:
     def decode(value: bytes) -> tuple[Resource, bool]:
         d = json.loads(value)
         proto = _PROTO[d["kind"]].FromString(base64.b64decode(d["proto"]))
-        return Resource(d["kind"], d["name"], proto, d["meta"], d.get("op", "")), bool(d["create"])
+        res = Resource(d["kind"], d["name"], proto, d["meta"], d.get("op", ""), d.get("base", ""))
+        return res, bool(d["create"])
 
 
 Listener = Callable[[Kind, str, "Resource | None"], None]
@@ -115,8 +120,11 @@ class ResourceStore:
             late="the resource log did not catch up in time",
         )
         self._listeners: list[Listener] = []
-        # replace(): the op of each watched write -> the resource its record displaced
-        self._displaced: dict[str, Resource | None] = {}
+        # replace(): whether each watched compare-and-set record was applied; the offset of the
+        # latest record of each key; the keys whose latest record is a tombstone
+        self._applied: dict[str, bool | None] = {}
+        self._latest: dict[bytes, int] = {}
+        self._deleted: set[bytes] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
@@ -255,24 +263,28 @@ class ResourceStore:
 
     async def replace(self, res: Resource, expected_op: str) -> Resource:
         """Write `res` over the stored version whose op is `expected_op`, or raise Aborted when
-        another write came in between, in this process or another: the record just before ours
-        in the log must be the one that was read. When it is not, the one it was is written
-        again (its writer was told it succeeded), and the caller reads and tries again."""
+        another write came in between, in this process or another. The record names the version
+        it replaces, and every process applies it only if that version is the one it holds
+        when the record comes: log order decides, the same way everywhere. A record that was
+        not applied and is still the newest of its key is followed by the version that holds
+        (or a tombstone), so that compaction, which keeps a key's newest record, keeps it."""
         current = self.get(res.kind, res.name)
         if current is None:
             raise NotFound(f"{res.kind.capitalize()} does not exist (resource={res.name})")
         if current.op != expected_op:
             raise Aborted(f"The {res.kind} changed concurrently: read it again and retry.")
-        mine = dataclasses.replace(res, op=uuid.uuid4().hex)
-        self._displaced[mine.op] = None
+        mine = dataclasses.replace(res, op=uuid.uuid4().hex, base=expected_op)
+        self._applied[mine.op] = None
         try:
-            await self._write(mine.key(), mine.encode(create=False))
-            displaced = self._displaced.get(mine.op)
+            offset = await self._write(mine.key(), mine.encode(create=False))
+            applied = self._applied.get(mine.op)
         finally:
-            self._displaced.pop(mine.op, None)
-        if displaced is None or displaced.op != expected_op:
-            # Put back what ours displaced: the other writer's version, or the deletion.
-            await self._write(mine.key(), None if displaced is None else displaced.encode(create=False))
+            self._applied.pop(mine.op, None)
+        if not applied:
+            key = mine.key()
+            if self._latest.get(key) == offset:
+                holding = self._items.get(key)
+                await self._write(key, None if holding is None else holding.encode(create=False))
             raise Aborted(f"The {res.kind} changed concurrently: read it again and retry.")
         return self.get(res.kind, res.name) or mine
 
@@ -294,17 +306,28 @@ class ResourceStore:
 
     def _apply_one(self, key: bytes, value: bytes | None, offset: int) -> None:
         kind, _, name = key.decode().partition("/")
+        self._latest[key] = offset
         if value is None:
             self._since.pop(key, None)
+            self._deleted.add(key)
             if self._items.pop(key, None) is not None:
                 self._notify(kind, name, None)  # type: ignore[arg-type]
             return
         res, create = Resource.decode(value)
         if create and key in self._items:
             return  # a create that lost the race
+        if res.base:
+            held = self._items.get(key)
+            # Without a held version, the record is applied unless the key was deleted: its
+            # predecessors may have been compacted away.
+            valid = held.op == res.base if held is not None else key not in self._deleted
+            if res.op in self._applied:
+                self._applied[res.op] = valid
+            if not valid:
+                return
+            res = dataclasses.replace(res, base="")  # what is held (and rewritten) is plain
+        self._deleted.discard(key)
         self._since.setdefault(key, offset)
-        if res.op in self._displaced:
-            self._displaced[res.op] = self._items.get(key)
         self._items[key] = res
         self._notify(res.kind, res.name, res)
 

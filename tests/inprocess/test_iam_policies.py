@@ -26,7 +26,7 @@ def test_concurrent_policy_changes_in_two_processes(gw: InProcessGateway, names:
         settings_for(gw.settings.kafka_bootstrap or "", gw.settings.internal_prefix)
     ).start()
     try:
-        for round_ in range(5):
+        for round_ in range(10):
             topic = names("topics", f"-{round_}")
             gw.run(gw.gateway.topics.create(pb.Topic(name=topic)))
             deadline = time.monotonic() + 10
