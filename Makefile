@@ -88,7 +88,7 @@ coverage: $(STAMP)
 
 ## test-cluster: a three-broker cluster loses a broker under load (3 JVMs; a few minutes)
 test-cluster: $(STAMP)
-	$(BIN)/python -m pytest -m cluster
+	$(BIN)/python -m pytest -m cluster tests/integration
 
 ## test-kafka-versions: the core end-to-end tests on the oldest supported Kafka and the newest
 KAFKA_VERSIONS ?= $(shell $(BIN)/python -c 'from gateway.kafka.brokerjars import KAFKA_VERSION as n, OLDEST_SUPPORTED as o; print(o, n)' 2>/dev/null)
