@@ -140,7 +140,7 @@ def ack_log_size(spark: Any, bootstrap: str, subscription: str, prefix: str) -> 
     log = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", sub.log_topic)
+        .option("subscribe", sub.meta.log_topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
         .load()

@@ -74,11 +74,11 @@ def scan(
     ranges: Mapping[int, tuple[int, int]] | None = None,
 ) -> DataFrame:
     """The log topic: all of it, or the offsets [start, end) of some partitions."""
-    topic = sub.log_topic
+    topic = sub.meta.log_topic
     reader = spark.read.format("kafka").option("kafka.fetch.max.bytes", FETCH_BYTES).options(**conn.source())
     if ranges is None:
         return (
-            reader.option("assign", json.dumps({topic: list(range(sub.partitions))}))
+            reader.option("assign", json.dumps({topic: list(range(sub.meta.partitions))}))
             .option("startingOffsets", "earliest")
             .option("endingOffsets", "latest")
             .load()
@@ -172,27 +172,30 @@ def read_snapshot(
     partition: no Spark job, and a plan of a few steps."""
     deadline = time.monotonic() + seek_wait
     while True:
-        with ThreadPoolExecutor(max(1, min(8, sub.partitions))) as pool:
+        with ThreadPoolExecutor(max(1, min(8, sub.meta.partitions))) as pool:
             tails = list(
-                pool.map(lambda p: driver.log_tail(conn, sub.log_topic, p, sub.epoch), range(sub.partitions))
+                pool.map(
+                    lambda p: driver.log_tail(conn, sub.meta.log_topic, p, sub.meta.epoch),
+                    range(sub.meta.partitions),
+                )
             )
         missing = [p for p, t in enumerate(tails) if t.checkpoint is None]
-        if sub.epoch == 0 or not missing:
+        if sub.meta.epoch == 0 or not missing:
             break
         if time.monotonic() > deadline:  # a Seek writes its checkpoints just after the epoch
             raise RuntimeError(
-                f"{sub.name}: no checkpoint of epoch {sub.epoch} in partitions {missing}; "
+                f"{sub.name}: no checkpoint of epoch {sub.meta.epoch} in partitions {missing}; "
                 "a Seek may have failed half-way, seek again"
             )
         time.sleep(0.2)
-    acked = [list(_acked(t, sub.epoch)) for t in tails]
-    rows = [(p, sub.epoch, t.watermark, json.dumps(acked[p])) for p, t in enumerate(tails)]
+    acked = [list(_acked(t, sub.meta.epoch)) for t in tails]
+    rows = [(p, sub.meta.epoch, t.watermark, json.dumps(acked[p])) for p, t in enumerate(tails)]
     table = spark.createDataFrame(rows, "ack_p INT, ack_epoch BIGINT, ack_watermark BIGINT, acked STRING")
     positions = table.where(F.col("ack_watermark") >= 0).drop("acked")
     r = F.explode(F.from_json("acked", "ARRAY<ARRAY<BIGINT>>")).alias("r")
     ranges = table.select("ack_p", r).select("ack_p", F.col("r")[0].alias("s"), F.col("r")[1].alias("e"))
     whole = any((s + BUCKET - 1) // BUCKET < e // BUCKET for ranges_ in acked for s, e in ranges_)
-    known = {p: (sub.epoch, t.watermark) for p, t in enumerate(tails) if t.checkpoint is not None}
+    known = {p: (sub.meta.epoch, t.watermark) for p, t in enumerate(tails) if t.checkpoint is not None}
     return dataclasses.replace(_bucketed(positions, ranges), known=known, any_buckets=whole)
 
 

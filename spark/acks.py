@@ -76,5 +76,5 @@ def ack(
         raise TypeError("ack() takes a batch DataFrame: call it inside foreachBatch")
     conn = connection(bootstrap, kafka_settings)
     sub = load(subscription, conn, internal_prefix)
-    cmds = commands(df, sub.epoch if epoch is None else epoch, writer or writer_id())
-    cmds.write.format("kafka").options(**conn.sink()).option("topic", sub.log_topic).save()
+    cmds = commands(df, sub.meta.epoch if epoch is None else epoch, writer or writer_id())
+    cmds.write.format("kafka").options(**conn.sink()).option("topic", sub.meta.log_topic).save()

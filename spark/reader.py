@@ -20,7 +20,7 @@ def start_offsets(sub: Subscription, state: acklog.AckState, committed: Mapping[
     watermark, or the group's committed offset if larger and no seek happened (epoch 0)."""
     marks = state.watermarks()
     starts: dict[int, int] = {}
-    for p in range(sub.partitions):
+    for p in range(sub.meta.partitions):
         if p not in marks:
             starts[p] = committed.get(p, EARLIEST)
             continue
@@ -33,9 +33,11 @@ def _offsets(
     sub: Subscription, conn: KafkaConnection, use_committed: bool
 ) -> tuple[dict[int, int], dict[int, int]]:
     """(committed, end) offsets of the subscription's topic, from the driver."""
-    with driver.consumer(conn, sub.group_id) as c:
-        committed = driver.committed_offsets(c, sub.kafka_topic, sub.partitions) if use_committed else {}
-        return committed, driver.end_offsets(c, sub.kafka_topic, sub.partitions)
+    with driver.consumer(conn, sub.meta.group_id) as c:
+        committed = (
+            driver.committed_offsets(c, sub.meta.kafka_topic, sub.meta.partitions) if use_committed else {}
+        )
+        return committed, driver.end_offsets(c, sub.meta.kafka_topic, sub.meta.partitions)
 
 
 def _per_partition(topic: str, where: Mapping[int, int]) -> str:
@@ -45,8 +47,8 @@ def _per_partition(topic: str, where: Mapping[int, int]) -> str:
 def _source(sub: Subscription, conn: KafkaConnection, starts: Mapping[int, int]) -> dict[str, str]:
     return {
         **conn.source(),
-        "assign": json.dumps({sub.kafka_topic: list(range(sub.partitions))}),
-        "startingOffsets": _per_partition(sub.kafka_topic, starts),
+        "assign": json.dumps({sub.meta.kafka_topic: list(range(sub.meta.partitions))}),
+        "startingOffsets": _per_partition(sub.meta.kafka_topic, starts),
         "includeHeaders": "true",
     }
 
@@ -75,7 +77,7 @@ def read_backlog(
     records = (
         spark.read.format("kafka")
         .options(**_source(sub, conn, starts))
-        .option("endingOffsets", _per_partition(sub.kafka_topic, ends))
+        .option("endingOffsets", _per_partition(sub.meta.kafka_topic, ends))
         .load()
     )
     return pubsub_view(acklog.exclude_acked(records, state, broadcast_acks, below_watermark=False))

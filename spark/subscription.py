@@ -2,16 +2,17 @@
 
 Resources are JSON records in the compacted topic `<internal_prefix>_gresources` under the key
 `subscription/<name>`, read to the end on the driver; only their `meta` is used (the `proto`
-field is ignored, so the gateway's generated protos are never imported).
+field is ignored, so the gateway's generated protos are never imported), typed as the gateway
+types it (gateway/translate/meta.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
 
 from gateway.translate import names
+from gateway.translate.meta import SubscriptionMeta, parse
 from spark import driver
 from spark.options import KafkaConnection
 
@@ -24,25 +25,10 @@ class SubscriptionNotFound(LookupError):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Subscription:
-    name: str
-    kafka_topic: str
-    partitions: int
-    log_topic: str
-    group_id: str
-    epoch: int
-    detached: bool = False
+    """A subscription's name and the gateway's own facts about it, as the gateway stores them."""
 
-    @staticmethod
-    def from_meta(name: str, meta: dict[str, Any]) -> Subscription:
-        return Subscription(
-            name=name,
-            kafka_topic=str(meta["kafka_topic"]),
-            partitions=int(meta["partitions"]),
-            log_topic=str(meta["log_topic"]),
-            group_id=str(meta["group_id"]),
-            epoch=int(meta.get("epoch", 0)),
-            detached=bool(meta.get("detached", False)),
-        )
+    name: str
+    meta: SubscriptionMeta
 
 
 def resource_topic(internal_prefix: str = DEFAULT_PREFIX) -> str:
@@ -55,4 +41,4 @@ def load(name: str, conn: KafkaConnection, internal_prefix: str = DEFAULT_PREFIX
     found, value = driver.latest_value(conn, resource_topic(internal_prefix), f"subscription/{name}".encode())
     if not found or value is None:
         raise SubscriptionNotFound(f"Subscription does not exist (resource={name})")
-    return Subscription.from_meta(name, json.loads(value)["meta"])
+    return Subscription(name, parse(SubscriptionMeta, json.loads(value)["meta"]))

@@ -16,24 +16,24 @@ policies are still stored and returned (as Google's own client tests expect of a
 from __future__ import annotations
 
 import base64
-import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.iam.v1 import iam_policy_pb2, policy_pb2
 
-from gateway.core.resources import Kind, Resource, ResourceStore
+from gateway.core.resources import AnyResource, ResourceStore
 from gateway.errors import NotFound
 from gateway.security import iam
+from gateway.translate.meta import Kind
 
 log = logging.getLogger(__name__)
 META_KEY = "iam_policy"
 _KINDS: dict[str, Kind] = {"topics": "topic", "subscriptions": "subscription", "snapshots": "snapshot"}
 
 
-def stored_policy(res: Resource) -> policy_pb2.Policy | None:
-    raw = res.meta.get(META_KEY)
+def stored_policy(res: AnyResource) -> policy_pb2.Policy | None:
+    raw = res.meta.iam_policy
     return policy_pb2.Policy.FromString(base64.b64decode(raw)) if raw else None
 
 
@@ -44,7 +44,7 @@ class AccessService:
 
     # -- the IAMPolicy RPCs ------------------------------------------------------------------
 
-    def _resource(self, name: str) -> tuple[str, Resource]:
+    def _resource(self, name: str) -> tuple[str, AnyResource]:
         kind = iam.kind_of(name)
         stored = _KINDS.get(kind)
         res = self._store.get(stored, name) if stored is not None else None
@@ -62,8 +62,8 @@ class AccessService:
         current = stored_policy(res) or policy_pb2.Policy()
         policy = iam.apply_set(current, request, kind)
         stored = iam.normalized(policy)
-        meta = {**res.meta, META_KEY: base64.b64encode(stored.SerializeToString()).decode()}
-        await self._store.replace(dataclasses.replace(res, meta=meta), res.op)
+        encoded = base64.b64encode(stored.SerializeToString()).decode()
+        await self._store.replace(res.with_iam_policy(encoded), res.op)
         log.info("%s: IAM policy set (%d bindings)", res.name, len(stored.bindings))
         return policy
 
@@ -87,7 +87,7 @@ class AccessService:
         res = self._store.get("subscription", subscription)
         return str(res.proto.topic) if res is not None else None
 
-    def _policies(self, name: str, res: Resource | None = None) -> list[policy_pb2.Policy]:
+    def _policies(self, name: str, res: AnyResource | None = None) -> list[policy_pb2.Policy]:
         """The policies that may grant a permission on `name`: its project's (from the file),
         those of every project (`projects/*`), and its own when it is a stored resource."""
         project = iam.project_of(name)

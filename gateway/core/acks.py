@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from gateway.clock import now_ms
 from gateway.core import exactly_once, peers
-from gateway.core.resources import Resource
+from gateway.core.resources import StoredSubscription
 from gateway.errors import GatewayError, InvalidArgument
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -79,12 +79,12 @@ class LeaseOwner(Protocol):
     def fold(self, p: int, key: bytes) -> None: ...
 
 
-def parse(res: Resource, ack_ids: Sequence[str]) -> dict[int, list[Ref]]:
+def parse(res: StoredSubscription, ack_ids: Sequence[str]) -> dict[int, list[Ref]]:
     """Validate every ack id before anything is written; ids of another subscription skip."""
     if not ack_ids:
         raise InvalidArgument("No ack IDs given (ack_ids).")
-    tag = ackids.subscription_tag(res.name, res.meta["uid"])
-    partitions = int(res.meta["partitions"])
+    tag = ackids.subscription_tag(res.name, res.meta.uid)
+    partitions = res.meta.partitions
     out: dict[int, list[Ref]] = {}
     for ack_id in ack_ids:
         try:
@@ -165,9 +165,9 @@ class AckPath:
     def __init__(
         self,
         runner_of: Callable[[str], LeaseOwner | None],
-        writer_of: Callable[[Resource], LogWriter],
+        writer_of: Callable[[StoredSubscription], LogWriter],
         admin: Admin,
-        take_on: Callable[[Resource], Coroutine[Any, Any, Any]],
+        take_on: Callable[[StoredSubscription], Coroutine[Any, Any, Any]],
     ) -> None:
         self._runner_of = runner_of
         self._writer_of = writer_of
@@ -181,7 +181,7 @@ class AckPath:
         self._peers = transport
 
     async def _write(
-        self, res: Resource, cmds: dict[int, Command], settles: bool, early: bool
+        self, res: StoredSubscription, cmds: dict[int, Command], settles: bool, early: bool
     ) -> tuple[set[int], dict[int, BaseException]]:
         """Write each partition's command and apply it here once durable. Returns the
         partitions whose write is still under way after SETTLE_PATIENCE_SECONDS and those
@@ -237,7 +237,7 @@ class AckPath:
             runner.ready.set()
 
     async def settle(
-        self, res: Resource, ack_ids: Sequence[str], seconds: int | None, forwarded: bool
+        self, res: StoredSubscription, ack_ids: Sequence[str], seconds: int | None, forwarded: bool
     ) -> None:
         """Ack (seconds None) or set deadlines. With exactly-once delivery, only current leases
         count: the others are reported per id, and ids of partitions another process owns are
@@ -250,7 +250,7 @@ class AckPath:
         allows. An exactly-once ack is answered OK only once durable: until then its ids are
         reported as transient failures, which the client retries."""
         refs = parse(res, ack_ids)
-        epoch = int(res.meta.get("epoch", 0))
+        epoch = res.meta.epoch
         settles = seconds in (None, 0)
         runner = self._runner_of(res.name)
         local, remote = split(runner, refs)
@@ -280,13 +280,13 @@ class AckPath:
             raise exactly_once.failed(ack_ids, failures)
 
     async def _forward(
-        self, res: Resource, remote: dict[int, list[Ref]], seconds: int | None, forwarded: bool
+        self, res: StoredSubscription, remote: dict[int, list[Ref]], seconds: int | None, forwarded: bool
     ) -> dict[str, str]:
         ids = {p: [i for i, _ in rs] for p, rs in remote.items()}
         if forwarded or self._peers is None:
             return {i: exactly_once.NOT_OWNER for group in ids.values() for i in group}
         try:
-            owners = await self._admin.group_owners(res.meta["group_id"])
+            owners = await self._admin.group_owners(res.meta.group_id)
         except GatewayError:
             owners = {}
         by_address: dict[str, list[str]] = {}

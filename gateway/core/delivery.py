@@ -23,7 +23,7 @@ from gateway.core import peers, policies
 from gateway.core.acks import AckPath, LogWriter
 from gateway.core.expiration import ActivityRecorder
 from gateway.core.policies import Policies
-from gateway.core.resources import Resource, ResourceStore
+from gateway.core.resources import AnyResource, ResourceStore, StoredSubscription, subscription_or_none
 from gateway.core.runner import Delivery, SubscriptionRunner
 from gateway.core.streams import StreamSession
 from gateway.core.subscriptions import log_topic_spec
@@ -32,6 +32,7 @@ from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
 from gateway.settings import Settings
 from gateway.translate import limits, names
+from gateway.translate.meta import Kind
 from gateway.translate.records import RESPONSE_FRAMING_BYTES, Record
 
 log = logging.getLogger(__name__)
@@ -44,10 +45,10 @@ JOIN_WAIT_SECONDS = 30.0
 CATCH_UP_SECONDS = 2.0
 
 
-def _require_source(res: Resource) -> None:
-    if res.meta.get("detached"):
+def _require_source(res: StoredSubscription) -> None:
+    if res.meta.detached:
         raise FailedPrecondition(f"Subscription is detached (resource={res.name})")
-    if res.meta.get("topic_deleted"):
+    if res.meta.topic_deleted:
         raise FailedPrecondition(f"The topic of this subscription was deleted (resource={res.name})")
 
 
@@ -100,13 +101,13 @@ class DeliveryService:
         delivery attempt of each message in it."""
         return self._settings.pull_response_max_bytes - RESPONSE_FRAMING_BYTES - 128 * confirmations
 
-    def _subscription(self, name: str) -> Resource:
+    def _subscription(self, name: str) -> StoredSubscription:
         names.subscription(name)
         return self._store.require("subscription", name)
 
-    async def _runner(self, res: Resource) -> SubscriptionRunner:
+    async def _runner(self, res: StoredSubscription) -> SubscriptionRunner:
         runner = self._runners.get(res.name)
-        if runner is not None and runner.writer.topic == res.meta["log_topic"] and runner.denied is None:
+        if runner is not None and runner.writer.topic == res.meta.log_topic and runner.denied is None:
             return runner
         task = self._starting.get(res.name)
         if task is None:
@@ -114,21 +115,21 @@ class DeliveryService:
             self._starting[res.name] = task
         return await asyncio.shield(task)
 
-    async def _start_runner(self, res: Resource) -> SubscriptionRunner:
+    async def _start_runner(self, res: StoredSubscription) -> SubscriptionRunner:
         try:
             old = self._runners.pop(res.name, None)
             if old is not None:  # of an earlier subscription of that name, whose log is gone
                 await old.stop(discard=True)
-            if names.reserved_kafka_topic(res.meta["kafka_topic"], self._settings.internal_prefix):
+            if names.reserved_kafka_topic(res.meta.kafka_topic, self._settings.internal_prefix):
                 raise FailedPrecondition(  # stored by an older gateway: never served
-                    f"The subscription {res.name} reads the Kafka topic {res.meta['kafka_topic']}, "
+                    f"The subscription {res.name} reads the Kafka topic {res.meta.kafka_topic}, "
                     "which belongs to Kafka or to the gateway."
                 )
             await self._verify_log(res)
             runner = SubscriptionRunner(
                 name=res.name,
-                kafka_topic=res.meta["kafka_topic"],
-                group_id=res.meta["group_id"],
+                kafka_topic=res.meta.kafka_topic,
+                group_id=res.meta.group_id,
                 writer=self._writer(res),
                 producer=self._producer,
                 kafka_config=self._config,
@@ -145,28 +146,29 @@ class DeliveryService:
         finally:
             self._starting.pop(res.name, None)
 
-    async def _verify_log(self, res: Resource) -> None:
+    async def _verify_log(self, res: StoredSubscription) -> None:
         """The lease/ack log must still be as it was made (compacted, one partition per
         partition): checked once per runner, mended where that is safe."""
         try:
             await self._admin.verify_topic(log_topic_spec(res.meta))
         except NotFound as exc:
             raise FailedPrecondition(
-                f"The lease/ack log {res.meta['log_topic']} of {res.name} is missing from Kafka; "
+                f"The lease/ack log {res.meta.log_topic} of {res.name} is missing from Kafka; "
                 "its acknowledgements are lost. Delete and re-create the subscription."
             ) from exc
 
-    def _writer(self, res: Resource) -> LogWriter:
+    def _writer(self, res: StoredSubscription) -> LogWriter:
         runner = self._runners.get(res.name)
-        if runner is not None and runner.writer.topic == res.meta["log_topic"]:
+        if runner is not None and runner.writer.topic == res.meta.log_topic:
             return runner.writer
-        return LogWriter(self._producer, res.meta["log_topic"], self._writer_id)
+        return LogWriter(self._producer, res.meta.log_topic, self._writer_id)
 
-    def _policies(self, res: Resource) -> Policies:
+    def _policies(self, res: StoredSubscription) -> Policies:
         dead_letter = self._store.get("topic", res.proto.dead_letter_policy.dead_letter_topic)
-        return policies.of(res.proto, dead_letter.meta["kafka_topic"] if dead_letter else None)
+        return policies.of(res.proto, dead_letter.meta.kafka_topic if dead_letter else None)
 
-    def _on_resource_change(self, kind: str, name: str, res: Resource | None) -> None:
+    def _on_resource_change(self, kind: Kind, name: str, changed: AnyResource | None) -> None:
+        res = subscription_or_none(changed)
         if kind == "topic":  # a dead-letter topic may have come or gone
             for running in self._runners.values():
                 sub = self._store.get("subscription", running.name)
@@ -180,13 +182,13 @@ class DeliveryService:
             runner.update_policies(self._policies(res))
         stale = (
             res is None
-            or not res.delivers
-            or (runner is not None and runner.writer.topic != res.meta["log_topic"])
+            or not res.meta.delivers
+            or (runner is not None and runner.writer.topic != res.meta.log_topic)
         )
         if runner is not None and stale:
             self._runners.pop(name, None)
             # Deleted, or re-created under the same name: the old log is going away.
-            gone = res is None or runner.writer.topic != res.meta["log_topic"]
+            gone = res is None or runner.writer.topic != res.meta.log_topic
             task = asyncio.get_running_loop().create_task(runner.stop(discard=gone))
             task.add_done_callback(_log_failure)
 
@@ -243,7 +245,7 @@ class DeliveryService:
 
     async def deliver(
         self,
-        res: Resource,
+        res: StoredSubscription,
         runner: SubscriptionRunner,
         taken: list[tuple[int, int, int, Record]],
         lease_until: int,

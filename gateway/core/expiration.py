@@ -11,11 +11,12 @@ min(1 hour, TTL / 4), so every process sees the same last-active time.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import Any
 
 from gateway.clock import now_ms, to_ms
-from gateway.core.resources import Resource, ResourceStore
+from gateway.core.resources import ResourceStore, StoredSubscription
 from gateway.errors import GatewayError
 from gateway.kafka import consumer as kafka_consumer
 from gateway.translate.records import Record
@@ -23,7 +24,7 @@ from gateway.translate.records import Record
 log = logging.getLogger(__name__)
 
 
-def ttl_ms(res: Resource) -> int | None:
+def ttl_ms(res: StoredSubscription) -> int | None:
     """The subscription's TTL, or None when it never expires."""
     policy = res.proto.expiration_policy
     if not res.proto.HasField("expiration_policy") or not policy.HasField("ttl"):
@@ -31,8 +32,8 @@ def ttl_ms(res: Resource) -> int | None:
     return to_ms(policy.ttl)
 
 
-def last_active_ms(res: Resource) -> int:
-    return int(res.meta.get("last_active_ms", res.meta.get("created_ms", 0)))
+def last_active_ms(res: StoredSubscription) -> int:
+    return res.meta.active_ms
 
 
 class ActivityRecorder:
@@ -42,7 +43,7 @@ class ActivityRecorder:
         self._store = store
         self._pending: set[str] = set()
 
-    def touch(self, res: Resource) -> None:
+    def touch(self, res: StoredSubscription) -> None:
         ttl = ttl_ms(res)
         if ttl is None or res.name in self._pending:
             return
@@ -59,7 +60,7 @@ class ActivityRecorder:
             return
         try:
             await self._store.update(
-                Resource("subscription", name, current.proto, {**current.meta, "last_active_ms": now})
+                dataclasses.replace(current, meta=dataclasses.replace(current.meta, last_active_ms=now))
             )
         except GatewayError as exc:
             log.info("recording activity of %s failed: %s", name, exc)

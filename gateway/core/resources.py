@@ -23,50 +23,53 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Self, TypeVar, cast, overload
+
+from google.protobuf.message import Message
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.errors import Aborted, AlreadyExists, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.compacted import CompactedFollower
 from gateway.kafka.producer import Producer
+from gateway.translate import meta as meta_json
+from gateway.translate.meta import Kind, Meta, SnapshotMeta, SubscriptionMeta, TopicMeta
 
 log = logging.getLogger(__name__)
-Kind = Literal["topic", "subscription", "snapshot"]
-_PROTO: dict[str, type[Any]] = {
-    "topic": pubsub_pb2.Topic,
-    "subscription": pubsub_pb2.Subscription,
-    "snapshot": pubsub_pb2.Snapshot,
-}
+ProtoT = TypeVar("ProtoT", bound=Message)
+MetaT = TypeVar("MetaT", bound=Meta)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Resource:
-    """A stored resource: its API proto plus the gateway's own facts about it (`meta`)."""
+class Resource(Generic[ProtoT, MetaT]):
+    """A stored resource: its API proto plus the gateway's own facts about it (`meta`, typed
+    per kind: translate/meta.py). Its kind is its meta's."""
 
-    kind: Kind
     name: str
-    proto: Any
-    meta: dict[str, Any]
+    proto: ProtoT
+    meta: MetaT
     op: str = ""
     # A compare-and-set write (ResourceStore.replace): the op of the version it replaces. Every
     # process applies it only if that version is the one it holds when the record comes.
     base: str = ""
 
+    @property
+    def kind(self) -> Kind:
+        return self.meta.KIND
+
     def key(self) -> bytes:
         return f"{self.kind}/{self.name}".encode()
 
-    @property
-    def delivers(self) -> bool:
-        """A subscription that may still deliver: not detached, and its topic not deleted."""
-        return not (self.meta.get("detached") or self.meta.get("topic_deleted"))
+    def with_iam_policy(self, encoded: str) -> Self:
+        """A copy holding another IAM policy (core/access.py): every kind has one."""
+        return dataclasses.replace(self, meta=dataclasses.replace(self.meta, iam_policy=encoded))
 
     def encode(self, create: bool) -> bytes:
         return json.dumps(
             {
                 "kind": self.kind,
                 "name": self.name,
-                "meta": self.meta,
+                "meta": meta_json.to_json(self.meta),
                 "op": self.op,
                 **({"base": self.base} if self.base else {}),
                 "create": create,
@@ -76,14 +79,34 @@ class Resource:
         ).encode()
 
     @staticmethod
-    def decode(value: bytes) -> tuple[Resource, bool]:
+    def decode(value: bytes) -> tuple[AnyResource, bool]:
         d = json.loads(value)
-        proto = _PROTO[d["kind"]].FromString(base64.b64decode(d["proto"]))
-        res = Resource(d["kind"], d["name"], proto, d["meta"], d.get("op", ""), d.get("base", ""))
+        name, op, base = d["name"], d.get("op", ""), d.get("base", "")
+        raw = base64.b64decode(d["proto"])
+        meta = meta_json.from_json(d["kind"], d["meta"])
+        res: AnyResource
+        if isinstance(meta, TopicMeta):
+            res = Resource(name, pubsub_pb2.Topic.FromString(raw), meta, op, base)
+        elif isinstance(meta, SubscriptionMeta):
+            res = Resource(name, pubsub_pb2.Subscription.FromString(raw), meta, op, base)
+        else:
+            res = Resource(name, pubsub_pb2.Snapshot.FromString(raw), meta, op, base)
         return res, bool(d["create"])
 
 
-Listener = Callable[[Kind, str, "Resource | None"], None]
+StoredTopic = Resource[pubsub_pb2.Topic, TopicMeta]
+StoredSubscription = Resource[pubsub_pb2.Subscription, SubscriptionMeta]
+StoredSnapshot = Resource[pubsub_pb2.Snapshot, SnapshotMeta]
+AnyResource = StoredTopic | StoredSubscription | StoredSnapshot
+R = TypeVar("R", StoredTopic, StoredSubscription, StoredSnapshot)
+
+
+def subscription_or_none(res: AnyResource | None) -> StoredSubscription | None:
+    """`res` if it is a subscription (for listeners, which hear of every kind)."""
+    return res if res is not None and isinstance(res.meta, SubscriptionMeta) else None  # type: ignore[return-value]
+
+
+Listener = Callable[[Kind, str, "AnyResource | None"], None]
 RECORD_OVERHEAD = 512  # bytes of a Kafka record batch around one resource's key and value
 
 
@@ -109,7 +132,7 @@ class ResourceStore:
         self._admin = admin
         self._producer = producer
         self._topic = topic
-        self._items: dict[bytes, Resource] = {}
+        self._items: dict[bytes, AnyResource] = {}
         self._since: dict[bytes, int] = {}  # the log offset at which each resource appeared
         self._max_record = 1_000_000  # read from the topic at start
         self._follower = CompactedFollower(
@@ -157,10 +180,25 @@ class ResourceStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def get(self, kind: Kind, name: str) -> Resource | None:
+    @overload
+    def get(self, kind: Literal["topic"], name: str) -> StoredTopic | None: ...
+    @overload
+    def get(self, kind: Literal["subscription"], name: str) -> StoredSubscription | None: ...
+    @overload
+    def get(self, kind: Literal["snapshot"], name: str) -> StoredSnapshot | None: ...
+    @overload
+    def get(self, kind: Kind, name: str) -> AnyResource | None: ...
+    def get(self, kind: Kind, name: str) -> AnyResource | None:
+        # Every record is held under its own kind (_apply_one), so the overloads hold.
         return self._items.get(f"{kind}/{name}".encode())
 
-    def require(self, kind: Kind, name: str) -> Resource:
+    @overload
+    def require(self, kind: Literal["topic"], name: str) -> StoredTopic: ...
+    @overload
+    def require(self, kind: Literal["subscription"], name: str) -> StoredSubscription: ...
+    @overload
+    def require(self, kind: Literal["snapshot"], name: str) -> StoredSnapshot: ...
+    def require(self, kind: Kind, name: str) -> AnyResource:
         """The resource, or NOT_FOUND as Pub/Sub words it."""
         res = self.get(kind, name)
         if res is None:
@@ -171,7 +209,13 @@ class ResourceStore:
         head = f"{kind}/{prefix}".encode()
         return sorted(k.decode().split("/", 1)[1] for k in self._items if k.startswith(head))
 
-    def all(self, kind: Kind) -> Iterator[Resource]:
+    @overload
+    def all(self, kind: Literal["topic"]) -> Iterator[StoredTopic]: ...
+    @overload
+    def all(self, kind: Literal["subscription"]) -> Iterator[StoredSubscription]: ...
+    @overload
+    def all(self, kind: Literal["snapshot"]) -> Iterator[StoredSnapshot]: ...
+    def all(self, kind: Kind) -> Iterator[AnyResource]:
         return (r for r in self._items.values() if r.kind == kind)
 
     def count(self, kind: Kind, prefix: str, before: int | None = None) -> int:
@@ -188,13 +232,13 @@ class ResourceStore:
         if current >= quota.limit:
             raise quota.refusal(current)
 
-    def check_size(self, res: Resource) -> None:
+    def check_size(self, res: AnyResource) -> None:
         """INVALID_ARGUMENT when the resource is too large for the resources topic."""
         size = len(res.key()) + len(res.encode(create=True))
         if size > self._max_record - RECORD_OVERHEAD:
             raise self._too_large(res, size)
 
-    def _too_large(self, res: Resource, size: int) -> InvalidArgument:
+    def _too_large(self, res: AnyResource, size: int) -> InvalidArgument:
         return InvalidArgument(
             f"The {res.kind} {res.name} takes {size} bytes when stored, more than the gateway's "
             f"resources topic {self._topic} accepts (max.message.bytes {self._max_record}, less "
@@ -203,7 +247,7 @@ class ResourceStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    async def create(self, res: Resource, quota: Quota | None = None) -> Resource:
+    async def create(self, res: R, quota: Quota | None = None) -> R:
         """Store a new resource; ALREADY_EXISTS if the name is taken, RESOURCE_EXHAUSTED if the
         quota was reached before it (both decided by log order: see the module's doc). Either
         way nothing of it stays stored. UNAVAILABLE leaves it unknown whether it is: see
@@ -218,7 +262,7 @@ class ResourceStore:
         except InvalidArgument as exc:  # Kafka refused the record as too large: not written
             size = len(mine.key()) + len(mine.encode(create=True))
             raise self._too_large(mine, size) from exc
-        current = self.get(res.kind, res.name)
+        current = self._held(res)
         if current is None or current.op != mine.op:
             if current is not None:  # we lost a race: make the winner the last record again
                 await self._write(current.key(), current.encode(create=False))
@@ -256,19 +300,19 @@ class ResourceStore:
             current = self.get(kind, name)
             return current is not None and current.op == op
 
-    async def update(self, res: Resource) -> Resource:
+    async def update(self, res: R) -> R:
         mine = dataclasses.replace(res, op=uuid.uuid4().hex)
         await self._write(mine.key(), mine.encode(create=False))
-        return self.get(res.kind, res.name) or mine
+        return self._held(res) or mine
 
-    async def replace(self, res: Resource, expected_op: str) -> Resource:
+    async def replace(self, res: AnyResource, expected_op: str) -> None:
         """Write `res` over the stored version whose op is `expected_op`, or raise Aborted when
         another write came in between, in this process or another. The record names the version
         it replaces, and every process applies it only if that version is the one it holds
         when the record comes: log order decides, the same way everywhere. A record that was
         not applied and is still the newest of its key is followed by the version that holds
         (or a tombstone), so that compaction, which keeps a key's newest record, keeps it."""
-        current = self.get(res.kind, res.name)
+        current = self._items.get(res.key())
         if current is None:
             raise NotFound(f"{res.kind.capitalize()} does not exist (resource={res.name})")
         if current.op != expected_op:
@@ -286,7 +330,11 @@ class ResourceStore:
                 holding = self._items.get(key)
                 await self._write(key, None if holding is None else holding.encode(create=False))
             raise Aborted(f"The {res.kind} changed concurrently: read it again and retry.")
-        return self.get(res.kind, res.name) or mine
+
+    def _held(self, res: R) -> R | None:
+        """The version of `res` this process holds (of the same kind: _apply_one holds every
+        record under its own kind)."""
+        return cast("R | None", self._items.get(res.key()))
 
     async def delete(self, kind: Kind, name: str) -> None:
         await self._write(f"{kind}/{name}".encode(), None)
@@ -314,6 +362,8 @@ class ResourceStore:
                 self._notify(kind, name, None)  # type: ignore[arg-type]
             return
         res, create = Resource.decode(value)
+        if res.kind != kind or res.name != name:
+            raise ValueError(f"a {res.kind} record {res.name!r} under the key {key!r}")
         if create and key in self._items:
             return  # a create that lost the race
         if res.base:
@@ -331,7 +381,7 @@ class ResourceStore:
         self._items[key] = res
         self._notify(res.kind, res.name, res)
 
-    def _notify(self, kind: Kind, name: str, res: Resource | None) -> None:
+    def _notify(self, kind: Kind, name: str, res: AnyResource | None) -> None:
         for listener in self._listeners:
             try:
                 listener(kind, name, res)

@@ -34,7 +34,7 @@ from gateway.translate import ackids
 from gateway.translate.records import Record, to_message
 
 if TYPE_CHECKING:
-    from gateway.core.resources import Resource
+    from gateway.core.resources import StoredSubscription
 
 log = logging.getLogger(__name__)
 # Unleased records held ready per subscription in this process: fetching pauses above the high
@@ -477,12 +477,12 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         return state.epoch if state is not None else 0
 
     async def deliver(
-        self, res: Resource, taken: list[tuple[int, int, int, Record]], lease_until: int
+        self, res: StoredSubscription, taken: list[tuple[int, int, int, Record]], lease_until: int
     ) -> list[Delivery]:
         """Make the leases durable, then name each delivery by its ack id (of those whose lease
         is: see record_leases)."""
         taken = await self.record_leases(taken, lease_until)
-        tag = ackids.subscription_tag(res.name, res.meta["uid"])
+        tag = ackids.subscription_tag(res.name, res.meta.uid)
         counted = res.proto.HasField("dead_letter_policy")
         return [Delivery(ackids.encode(tag, p, o, g), r, g if counted else 0) for p, o, g, r in taken]
 

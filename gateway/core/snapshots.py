@@ -12,6 +12,7 @@ the subscription then starts at the oldest record Kafka has.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import now_ms
 from gateway.core import masks
 from gateway.core.paging import page
-from gateway.core.resources import Quota, Resource, ResourceStore
+from gateway.core.resources import Quota, Resource, ResourceStore, StoredSnapshot, StoredSubscription
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin
@@ -30,11 +31,11 @@ from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
 from gateway.leases.fold import fold
 from gateway.translate import limits, names
+from gateway.translate.meta import PartitionAcks, SnapshotMeta
 
 log = logging.getLogger(__name__)
 SNAPSHOT_LIFETIME_S = 7 * 24 * 3600
 UPDATABLE = {"labels", "expire_time"}
-PartitionAcks = dict[str, Any]  # {"w": watermark, "acked": [[start, end], ...]}
 
 
 class SnapshotService:
@@ -52,11 +53,11 @@ class SnapshotService:
         self._producer = producer
         self._config = kafka_config
 
-    def get(self, name: str) -> Resource:
+    def get(self, name: str) -> StoredSnapshot:
         names.snapshot(name)
         return self._store.require("snapshot", name)
 
-    def _subscription(self, name: str) -> Resource:
+    def _subscription(self, name: str) -> StoredSubscription:
         names.subscription(name)
         return self._store.require("subscription", name)
 
@@ -73,8 +74,7 @@ class SnapshotService:
         acks = await self._capture(sub)
         proto = pubsub_pb2.Snapshot(name=name, topic=sub.proto.topic, labels=labels)
         proto.expire_time.FromSeconds(int(time.time()) + SNAPSHOT_LIFETIME_S)
-        meta = {"kafka_topic": sub.meta["kafka_topic"], "partitions": acks}
-        res = Resource("snapshot", name, proto, meta)
+        res = Resource(name, proto, SnapshotMeta(sub.meta.kafka_topic, acks))
         self._store.check_size(res)
         stored = await self._store.create(res, quota)
         return stored.proto
@@ -89,15 +89,15 @@ class SnapshotService:
             ),
         )
 
-    async def _capture(self, sub: Resource) -> dict[str, PartitionAcks]:
+    async def _capture(self, sub: StoredSubscription) -> dict[str, PartitionAcks]:
         """Every partition's ack state, folded from the whole log (every confirmed ack is there)."""
 
         def read(p: int) -> PartitionAcks:
-            entries = kafka_consumer.read_to_end(self._config, sub.meta["log_topic"], p)
+            entries = kafka_consumer.read_to_end(self._config, sub.meta.log_topic, p)
             state, _ = fold(p, 0, ((k, v) for _, k, v in entries), now_ms(), _no_key)
             return {"w": state.watermark, "acked": [list(r) for r in state.acked]}
 
-        parts = range(int(sub.meta["partitions"]))
+        parts = range(sub.meta.partitions)
         captured = await asyncio.gather(*(asyncio.to_thread(read, p) for p in parts))
         return {str(p): acks for p, acks in zip(parts, captured, strict=True)}
 
@@ -108,7 +108,7 @@ class SnapshotService:
         masks.apply(snapshot, proto, mask, UPDATABLE)
         if "labels" in mask:
             limits.check_labels(proto.labels)
-        stored = await self._store.update(Resource("snapshot", res.name, proto, res.meta))
+        stored = await self._store.update(dataclasses.replace(res, proto=proto))
         return stored.proto
 
     async def delete(self, name: str) -> None:
@@ -132,33 +132,33 @@ class SnapshotService:
 
     async def seek_to_time(self, subscription: str, when_ms: int) -> None:
         sub = self._subscription(subscription)
-        parts = int(sub.meta["partitions"])
-        offsets = await self._admin.offsets_for_time(sub.meta["kafka_topic"], parts, when_ms)
+        parts = sub.meta.partitions
+        offsets = await self._admin.offsets_for_time(sub.meta.kafka_topic, parts, when_ms)
         await self._start_epoch(sub, {p: (o, ()) for p, o in offsets.items()})
 
     async def seek_to_snapshot(self, subscription: str, snapshot: str) -> None:
         sub = self._subscription(subscription)
         snap = self.get(snapshot)
-        if snap.proto.topic != sub.proto.topic or snap.meta["kafka_topic"] != sub.meta["kafka_topic"]:
+        if snap.proto.topic != sub.proto.topic or snap.meta.kafka_topic != sub.meta.kafka_topic:
             raise FailedPrecondition(
                 f"Snapshot {snapshot} belongs to topic {snap.proto.topic}, not to the topic of "
                 f"{subscription}."
             )
-        acks = snap.meta["partitions"]
+        acks = snap.meta.acks
         await self._start_epoch(
             sub,
             {int(p): (int(a["w"]), tuple((int(s), int(e)) for s, e in a["acked"])) for p, a in acks.items()},
         )
 
     async def _start_epoch(
-        self, sub: Resource, state: dict[int, tuple[int, tuple[tuple[int, int], ...]]]
+        self, sub: StoredSubscription, state: dict[int, tuple[int, tuple[tuple[int, int], ...]]]
     ) -> None:
-        epoch = int(sub.meta.get("epoch", 0)) + 1
-        await self._store.update(Resource("subscription", sub.name, sub.proto, {**sub.meta, "epoch": epoch}))
+        epoch = sub.meta.epoch + 1
+        await self._store.update(dataclasses.replace(sub, meta=dataclasses.replace(sub.meta, epoch=epoch)))
         await asyncio.gather(
             *(
                 self._producer.send(
-                    sub.meta["log_topic"],
+                    sub.meta.log_topic,
                     [
                         (
                             logformat.checkpoint_key(p, epoch),

@@ -22,7 +22,7 @@ from gateway.translate import limits
 from gateway.translate.records import Record
 
 if TYPE_CHECKING:
-    from gateway.core.resources import Resource
+    from gateway.core.resources import StoredSubscription
 
 HEARTBEAT_SECONDS = 1.0  # how often an idle stream checks for pings to answer
 CHUNK = 100
@@ -47,7 +47,7 @@ class StreamSession:
     def __init__(
         self,
         service: StreamHost,
-        res: Resource,
+        res: StoredSubscription,
         runner: SubscriptionRunner,
         deadline_seconds: int,
         max_messages: int,

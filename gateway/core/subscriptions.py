@@ -9,9 +9,10 @@ everything published after CreateSubscription returns is delivered.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from google.protobuf import duration_pb2
@@ -20,7 +21,7 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import now_ms
 from gateway.core import masks
 from gateway.core.paging import page
-from gateway.core.resources import Quota, Resource, ResourceStore, Rollback
+from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredSubscription
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
@@ -28,6 +29,7 @@ from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
 from gateway.settings import Settings
 from gateway.translate import endpoints, filters, limits, names
+from gateway.translate.meta import SubscriptionMeta
 
 log = logging.getLogger(__name__)
 DAY = 24 * 3600
@@ -47,13 +49,13 @@ UPDATABLE = {
 }
 
 
-def log_topic_spec(meta: Mapping[str, Any]) -> TopicSpec:
+def log_topic_spec(meta: SubscriptionMeta) -> TopicSpec:
     """A subscription's lease/ack log: one partition per partition of its Kafka topic;
     compacted (latest checkpoint per partition, commands until folded); room for a lease of
     the largest pull."""
     return TopicSpec(
-        meta["log_topic"],
-        meta["partitions"],
+        meta.log_topic,
+        meta.partitions,
         required={"cleanup.policy": "compact", "max.message.bytes": str(16 * 1024 * 1024)},
         config={"min.cleanable.dirty.ratio": "0.1", "segment.ms": "600000"},
     )
@@ -115,7 +117,7 @@ class SubscriptionService:
         self._producer = producer
         self._cleanups: set[asyncio.Task[None]] = set()
 
-    def get(self, name: str) -> Resource:
+    def get(self, name: str) -> StoredSubscription:
         names.subscription(name)
         return self._store.require("subscription", name)
 
@@ -144,7 +146,7 @@ class SubscriptionService:
         if topic.proto.HasField("message_retention_duration"):
             sub.topic_message_retention_duration.CopyFrom(topic.proto.message_retention_duration)
         uid = uuid.uuid4().hex[:8]
-        kafka_topic, partitions = topic.meta["kafka_topic"], topic.meta["partitions"]
+        kafka_topic, partitions = topic.meta.kafka_topic, topic.meta.partitions
         if names.reserved_kafka_topic(kafka_topic, self._settings.internal_prefix):
             # Only a topic stored by an older gateway, which let the label name any topic.
             raise FailedPrecondition(
@@ -152,21 +154,21 @@ class SubscriptionService:
                 "Kafka or to the gateway: no subscription may read it."
             )
         most = self._settings.max_partitions_per_topic
-        if int(partitions) > most:  # stored before the limit was lowered
+        if partitions > most:  # stored before the limit was lowered
             raise FailedPrecondition(
                 f"The topic {sub.topic} has {partitions} partitions, and a subscription's lease/ack "
                 f"log would get as many; this gateway allows at most {most} "
                 "(--max-partitions-per-topic)."
             )
-        meta = {
-            "uid": uid,
-            "kafka_topic": kafka_topic,
-            "partitions": partitions,
-            "log_topic": names.internal_topic(self._settings.internal_prefix, "acks", name, uid),
-            "group_id": f"{self._settings.internal_prefix}.{name}.{uid}",
-            "created_ms": now_ms(),
-        }
-        res = Resource("subscription", name, sub, meta, op=uuid.uuid4().hex)
+        meta = SubscriptionMeta(
+            uid=uid,
+            kafka_topic=kafka_topic,
+            partitions=partitions,
+            log_topic=names.internal_topic(self._settings.internal_prefix, "acks", name, uid),
+            group_id=f"{self._settings.internal_prefix}.{name}.{uid}",
+            created_ms=now_ms(),
+        )
+        res = Resource(name, sub, meta, op=uuid.uuid4().hex)
         self._store.check_size(res)
         storing = False
         try:
@@ -177,7 +179,7 @@ class SubscriptionService:
             await asyncio.gather(
                 *(
                     self._producer.send(
-                        meta["log_topic"],
+                        meta.log_topic,
                         [
                             (
                                 logformat.checkpoint_key(p, 0),
@@ -190,7 +192,7 @@ class SubscriptionService:
                     for p, end in ends.items()
                 )
             )
-            await self._admin.commit_group_offsets(meta["group_id"], kafka_topic, ends)
+            await self._admin.commit_group_offsets(meta.group_id, kafka_topic, ends)
             storing = True
             stored = await self._store.create(res, quota)
         except BaseException as exc:
@@ -212,7 +214,7 @@ class SubscriptionService:
             ),
         )
 
-    def _undo(self, res: Resource, unknown: bool) -> asyncio.Task[None]:
+    def _undo(self, res: StoredSubscription, unknown: bool) -> asyncio.Task[None]:
         """Remove the lease log and the group of a create that failed half way (both are its
         own, named by its uid; removed even when their own creation failed, as a create that
         timed out may finish yet). When the write of the resource ended without an answer,
@@ -224,15 +226,15 @@ class SubscriptionService:
                     "CreateSubscription %s: its lease/ack log %s and consumer group %s are "
                     "kept: the subscription is stored, or that could not be told",
                     res.name,
-                    res.meta["log_topic"],
-                    res.meta["group_id"],
+                    res.meta.log_topic,
+                    res.meta.group_id,
                 )
                 return
             undo = Rollback(f"CreateSubscription {res.name}")
-            undo.add(f"consumer group {res.meta['group_id']}", lambda: self._remove_group(res))
+            undo.add(f"consumer group {res.meta.group_id}", lambda: self._remove_group(res))
             undo.add(
-                f"lease/ack log {res.meta['log_topic']}",
-                lambda: self._admin.remove_topic(res.meta["log_topic"]),
+                f"lease/ack log {res.meta.log_topic}",
+                lambda: self._admin.remove_topic(res.meta.log_topic),
             )
             await undo.run()
 
@@ -248,7 +250,7 @@ class SubscriptionService:
         )
         if "labels" in mask:
             limits.check_labels(proto.labels)
-        stored = await self._store.update(Resource("subscription", res.name, proto, res.meta))
+        stored = await self._store.update(dataclasses.replace(res, proto=proto))
         return stored.proto
 
     def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
@@ -270,18 +272,18 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         proto.detached = True
-        await self._store.update(Resource("subscription", name, proto, {**res.meta, "detached": True}))
+        await self._store.update(Resource(name, proto, dataclasses.replace(res.meta, detached=True)))
 
-    def _cleanup(self, res: Resource) -> None:
+    def _cleanup(self, res: StoredSubscription) -> None:
         """Drop the log topic and the consumer group once every process has let go."""
 
         async def run() -> None:
-            await self._admin.delete_topic(res.meta["log_topic"])
+            await self._admin.delete_topic(res.meta.log_topic)
             await self._remove_group(res)
 
         self._spawn(run())
 
-    async def _remove_group(self, res: Resource) -> None:
+    async def _remove_group(self, res: StoredSubscription) -> None:
         """Delete the subscription's consumer group once it is empty.
 
         Every process drops its runner of a deleted subscription as soon as it reads the
@@ -289,12 +291,12 @@ class SubscriptionService:
         leaves the group within one session timeout."""
         wait, waited = 0.5, 0.0
         limit = 3 * self._settings.session_timeout_ms / 1000
-        while not await self._admin.delete_group(res.meta["group_id"]):
+        while not await self._admin.delete_group(res.meta.group_id):
             if waited >= limit:
                 log.warning(
                     "consumer group %s of deleted subscription %s still has members "
                     "after %.0f s; it is left for Kafka to expire",
-                    res.meta["group_id"],
+                    res.meta.group_id,
                     res.name,
                     waited,
                 )
@@ -320,4 +322,4 @@ class SubscriptionService:
         validate(
             proto, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
         )
-        await self._store.update(Resource("subscription", name, proto, res.meta))
+        await self._store.update(dataclasses.replace(res, proto=proto))

@@ -10,6 +10,7 @@ that fails after making its Kafka topic deletes it again.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Sequence
@@ -19,12 +20,13 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import to_ms
 from gateway.core import masks
 from gateway.core.paging import page
-from gateway.core.resources import Quota, Resource, ResourceStore, Rollback
+from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredTopic
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
 from gateway.settings import Settings
 from gateway.translate import limits, names, records
+from gateway.translate.meta import TopicMeta
 
 log = logging.getLogger(__name__)
 ADOPT_LABEL = "kafka-topic"
@@ -50,7 +52,7 @@ class TopicService:
         self._producer = producer
         self._undoing: set[asyncio.Task[None]] = set()
 
-    def get(self, name: str) -> Resource:
+    def get(self, name: str) -> StoredTopic:
         names.topic(name)
         res = self._store.get("topic", name)
         if res is None:
@@ -81,17 +83,7 @@ class TopicService:
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(topic)
         proto.state = pubsub_pb2.Topic.State.ACTIVE
-        res = Resource(
-            "topic",
-            name,
-            proto,
-            {
-                "kafka_topic": kafka,
-                "partitions": partitions,
-                "adopted": adopted,
-            },
-            op=uuid.uuid4().hex,
-        )
+        res = Resource(name, proto, TopicMeta(kafka, partitions, adopted), op=uuid.uuid4().hex)
         self._store.check_size(res)
         undo, storing = Rollback(f"CreateTopic {name}"), False
         try:
@@ -133,15 +125,15 @@ class TopicService:
             raise  # a create that timed out may finish yet
         undo.add(f"Kafka topic {kafka}", lambda: self._admin.remove_topic(kafka))
 
-    async def _undo(self, undo: Rollback, res: Resource, unknown: bool) -> None:
+    async def _undo(self, undo: Rollback, res: StoredTopic, unknown: bool) -> None:
         """Undo a create that failed half way, unless its topic is stored after all (or by
         another create of the same name, using the same Kafka topic).
 
         When the write of the resource itself ended without an answer it may yet be stored:
         the Kafka topic is then kept, and a retried create takes it on (see _take_on)."""
-        kafka = res.meta["kafka_topic"]
+        kafka = res.meta.kafka_topic
         stored = self._store.get("topic", res.name)
-        if stored is not None and stored.meta.get("kafka_topic") == kafka:
+        if stored is not None and stored.meta.kafka_topic == kafka:
             return
         if unknown:
             log.warning(
@@ -221,8 +213,8 @@ class TopicService:
                 raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
         if "message_retention_duration" in mask:
             config: dict[str, str | None] = {**_retention(proto)} or {"retention.ms": None}  # default
-            await self._admin.set_topic_config(res.meta["kafka_topic"], config)
-        stored = await self._store.update(Resource("topic", res.name, proto, res.meta))
+            await self._admin.set_topic_config(res.meta.kafka_topic, config)
+        stored = await self._store.update(dataclasses.replace(res, proto=proto))
         return stored.proto
 
     def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
@@ -244,23 +236,21 @@ class TopicService:
                 proto.CopyFrom(sub.proto)
                 proto.topic = names.DELETED_TOPIC
                 # Its Kafka topic goes too: a topic re-created under the name must never feed it.
-                meta = {**sub.meta, "topic_deleted": True}
-                await self._store.update(Resource("subscription", sub.name, proto, meta))
+                meta = dataclasses.replace(sub.meta, topic_deleted=True)
+                await self._store.update(Resource(sub.name, proto, meta))
         await self._store.delete("topic", name)
-        if not res.meta.get("adopted"):
-            await self._admin.delete_topic(res.meta["kafka_topic"])
+        if not res.meta.adopted:
+            await self._admin.delete_topic(res.meta.kafka_topic)
         log.info("deleted topic %s", name)
 
     async def publish(self, name: str, messages: Sequence[limits.OutgoingMessage]) -> list[str]:
         limits.check_publish(messages)
         res = self.get(name)
-        self._refuse_reserved(res.meta["kafka_topic"], "a topic stored by an older gateway")
+        self._refuse_reserved(res.meta.kafka_topic, "a topic stored by an older gateway")
         out = [records.to_record(m.data, m.attributes, m.ordering_key) for m in messages]
         # Records without an ordering key go to any of the partitions the topic had when it
         # was made or adopted (one per call), away from any whose broker is gone.
-        done = await self._producer.send(
-            res.meta["kafka_topic"], out, spread=int(res.meta.get("partitions") or 0)
-        )
+        done = await self._producer.send(res.meta.kafka_topic, out, spread=res.meta.partitions)
         return [records.message_id(p, o) for p, o in done]
 
 

@@ -38,7 +38,7 @@ from gateway.translate.records import to_message
 
 if TYPE_CHECKING:
     from gateway.core.delivery import DeliveryService
-    from gateway.core.resources import Resource
+    from gateway.core.resources import StoredSubscription
     from gateway.core.runner import Delivery
     from gateway.core.streams import StreamOutput, StreamSession
 
@@ -69,7 +69,7 @@ def target_of(proto: Any) -> body.PushTarget:
 class Dispatcher:
     def __init__(
         self,
-        res: Resource,
+        res: StoredSubscription,
         delivery: DeliveryService,
         http: sender.PushClient,
         signer: TokenSigner,
@@ -77,7 +77,7 @@ class Dispatcher:
         max_senders: int,
     ) -> None:
         self.name = res.name
-        self.uid: str = res.meta["uid"]
+        self.uid: str = res.meta.uid
         self._delivery = delivery
         self._http = http
         self._signer = signer
@@ -105,7 +105,7 @@ class Dispatcher:
 
     # -- control ---------------------------------------------------------------------------
 
-    def update(self, res: Resource) -> None:
+    def update(self, res: StoredSubscription) -> None:
         """The subscription changed (push config, ack deadline, ...)."""
         self.target = target_of(res.proto)
         self.deadline = int(res.proto.ack_deadline_seconds) or DEFAULT_DEADLINE

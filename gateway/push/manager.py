@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from gateway.core.resources import subscription_or_none
 from gateway.push import jwks, sender
 from gateway.push.auth import TokenSigner
 from gateway.push.dispatcher import Dispatcher
@@ -24,10 +25,11 @@ from gateway.translate import endpoints
 
 if TYPE_CHECKING:
     from gateway.core.delivery import DeliveryService
-    from gateway.core.resources import Kind, Resource, ResourceStore
+    from gateway.core.resources import AnyResource, ResourceStore, StoredSubscription
     from gateway.kafka.admin import Admin
     from gateway.kafka.producer import Producer
     from gateway.settings import Settings
+    from gateway.translate.meta import Kind
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +112,14 @@ class PushManager:
 
     # -- following the subscriptions ---------------------------------------------------------
 
-    def _on_change(self, kind: Kind, name: str, res: Resource | None) -> None:
+    def _on_change(self, kind: Kind, name: str, res: AnyResource | None) -> None:
         if kind == "subscription" and self._running:
-            self._sync(name, res)
+            self._sync(name, subscription_or_none(res))
 
-    def _sync(self, name: str, res: Resource | None) -> None:
+    def _sync(self, name: str, res: StoredSubscription | None) -> None:
         current = self._dispatchers.get(name)
         wanted = res if res is not None and _pushes(res) else None
-        if current is not None and (wanted is None or current.uid != wanted.meta.get("uid")):
+        if current is not None and (wanted is None or current.uid != wanted.meta.uid):
             self._retire(name)
             current = None
         if wanted is None:
@@ -146,5 +148,5 @@ class PushManager:
         task.add_done_callback(self._retiring.discard)
 
 
-def _pushes(res: Resource) -> bool:
-    return bool(res.proto.push_config.push_endpoint) and res.delivers
+def _pushes(res: StoredSubscription) -> bool:
+    return bool(res.proto.push_config.push_endpoint) and res.meta.delivers

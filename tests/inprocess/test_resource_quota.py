@@ -12,6 +12,7 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.core.resources import Quota, Resource, ResourceStore
 from gateway.errors import ResourceExhausted
 from gateway.translate import limits
+from gateway.translate.meta import TopicMeta
 
 
 def quota_error(current: int) -> ResourceExhausted:
@@ -25,7 +26,7 @@ def _store() -> ResourceStore:
 
 
 def _record(name: str, create: bool = True) -> bytes:
-    return Resource("topic", name, pubsub_pb2.Topic(name=name), {}, op=name).encode(create)
+    return Resource(name, pubsub_pb2.Topic(name=name), TopicMeta(f"k.{name}", 1), op=name).encode(create)
 
 
 def _feed(store: ResourceStore, *records: tuple[int, str, bool | None]) -> None:

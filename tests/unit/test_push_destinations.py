@@ -210,7 +210,7 @@ def _resource(endpoint: str) -> Any:
     proto = SimpleNamespace(
         push_config=push, ack_deadline_seconds=10, enable_message_ordering=False, HasField=lambda _: False
     )
-    return SimpleNamespace(name=SUB, meta={"uid": "u1"}, proto=proto)
+    return SimpleNamespace(name=SUB, meta=SimpleNamespace(uid="u1"), proto=proto)
 
 
 async def test_refused_pushes_are_nacked_backed_off_and_warned_about_rarely(

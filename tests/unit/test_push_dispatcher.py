@@ -134,7 +134,7 @@ def _resource(ordered: bool = False) -> Any:
     proto = SimpleNamespace(
         push_config=push, ack_deadline_seconds=10, enable_message_ordering=ordered, HasField=lambda _: False
     )
-    return SimpleNamespace(name=SUB, meta={"uid": "u1"}, proto=proto)
+    return SimpleNamespace(name=SUB, meta=SimpleNamespace(uid="u1"), proto=proto)
 
 
 async def _run(

@@ -1,0 +1,149 @@
+"""The gateway's own facts about each stored resource, typed per kind.
+
+A resource's record in the resources topic (core/resources.py) holds the API's proto and a JSON
+object `meta` of what the gateway needs besides: which Kafka topic a topic is, a subscription's
+lease/ack log and consumer group, a snapshot's acknowledged ranges, an IAM policy. Spark's
+readers (spark/subscription.py) read the same records, so the types live here, in the pure
+layer both import.
+
+The JSON form is the one every gateway version wrote: the same keys, and a field at its default
+is left out (readers take a missing key as the default). Keys a newer gateway wrote that this
+one does not know are kept in `extra` and written back unchanged, so an update made by an older
+process during a rolling upgrade does not drop them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, TypeVar
+
+Kind = Literal["topic", "subscription", "snapshot"]
+# A snapshot's view of one partition of its subscription: {"w": watermark, "acked": [[start,
+# end], ...]} (core/snapshots.py makes and reads it).
+PartitionAcks = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicMeta:
+    KIND: ClassVar[Kind] = "topic"
+
+    kafka_topic: str
+    partitions: int
+    # The Kafka topic existed before (label `kafka-topic`): deleting the topic keeps it.
+    adopted: bool = False
+    iam_policy: str = ""  # a serialized google.iam.v1.Policy, base64 (core/access.py)
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SubscriptionMeta:
+    KIND: ClassVar[Kind] = "subscription"
+
+    uid: str  # tells apart subscriptions that had the same name, in log and group names
+    kafka_topic: str
+    partitions: int
+    log_topic: str  # the lease/ack log (docs/lease-log.md)
+    group_id: str
+    created_ms: int = 0
+    last_active_ms: int = 0  # 0: no activity recorded since it was created
+    epoch: int = 0  # raised by every Seek: log commands of older epochs are ignored
+    detached: bool = False
+    topic_deleted: bool = False
+    iam_policy: str = ""
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def delivers(self) -> bool:
+        """Whether it may still deliver: not detached, and its topic not deleted."""
+        return not (self.detached or self.topic_deleted)
+
+    @property
+    def active_ms(self) -> int:
+        """When it was last active (its creation, if nothing since), for expiration."""
+        return self.last_active_ms or self.created_ms
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    KIND: ClassVar[Kind] = "snapshot"
+
+    kafka_topic: str
+    # Per partition number (as a string, as JSON keys are), what was acknowledged: stored under
+    # the key "partitions", as the first gateway named it.
+    acks: Mapping[str, PartitionAcks]
+    iam_policy: str = ""
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+Meta = TopicMeta | SubscriptionMeta | SnapshotMeta
+M = TypeVar("M", TopicMeta, SubscriptionMeta, SnapshotMeta)
+_TYPES: dict[str, type[Meta]] = {
+    "topic": TopicMeta,
+    "subscription": SubscriptionMeta,
+    "snapshot": SnapshotMeta,
+}
+# Field name -> JSON key, where they differ.
+_RENAMED: dict[str, str] = {"acks": "partitions"}
+
+
+def _fields(cls: type[Meta]) -> list[dataclasses.Field[Any]]:
+    return [f for f in dataclasses.fields(cls) if f.name != "extra"]
+
+
+def to_json(meta: Meta) -> dict[str, Any]:
+    """The record's `meta` object: every field not at its default, and the kept unknown keys."""
+    out: dict[str, Any] = dict(meta.extra)
+    for f in _fields(type(meta)):
+        value = getattr(meta, f.name)
+        if f.default is dataclasses.MISSING or value != f.default:
+            out[_RENAMED.get(f.name, f.name)] = dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def from_json(kind: str, raw: Mapping[str, Any]) -> Meta:
+    """A record's `meta` object as the typed record of its kind. KeyError names a missing
+    required key; ValueError a value of the wrong type, or an unknown kind."""
+    cls = _TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown resource kind {kind!r}")
+    return _parse(cls, raw)
+
+
+def parse(cls: type[M], raw: Mapping[str, Any]) -> M:
+    """`raw` as a record of `cls` (see from_json)."""
+    return _parse(cls, raw)  # type: ignore[return-value]
+
+
+def _parse(cls: type[Meta], raw: Mapping[str, Any]) -> Meta:
+    known: dict[str, Any] = {}
+    taken = set()
+    for f in _fields(cls):
+        key = _RENAMED.get(f.name, f.name)
+        taken.add(key)
+        if key not in raw:
+            if f.default is dataclasses.MISSING:
+                raise KeyError(key)
+            continue
+        known[f.name] = _typed(f, raw[key])
+    extra = {k: v for k, v in raw.items() if k not in taken}
+    return cls(**known, extra=extra)
+
+
+def _typed(f: dataclasses.Field[Any], value: Any) -> Any:
+    """The stored value as the field's type: ints may have been written as strings or floats by
+    hand-made records, and booleans as 0/1. Anything else is a ValueError."""
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+    if kind == "bool":
+        if isinstance(value, (bool, int)):
+            return bool(value)
+    elif kind == "int":
+        if isinstance(value, bool):
+            raise ValueError(f"{f.name}: expected a number, got {value!r}")
+        return int(value)
+    elif kind == "str":
+        if isinstance(value, str):
+            return value
+    elif isinstance(value, Mapping):
+        return dict(value)
+    raise ValueError(f"{f.name}: expected {kind}, got {value!r}")
