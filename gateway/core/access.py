@@ -19,9 +19,9 @@ import base64
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from google.iam.v1 import iam_policy_pb2, policy_pb2
+from google.protobuf.message import Message
 
 from gateway.core.resources import Kind, Resource, ResourceStore
 from gateway.errors import NotFound
@@ -79,7 +79,7 @@ class AccessService:
 
     # -- checking calls ----------------------------------------------------------------------
 
-    def check(self, principal: str, method: str, request: Any) -> None:
+    def check(self, principal: str, method: str, request: Message) -> None:
         """PermissionDenied naming the first permission `principal` lacks for this call."""
         iam.authorize(principal, iam.required(method, request, topic_of=self._topic_of), self._policies)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import now_ms
@@ -60,7 +60,7 @@ class SnapshotService:
         names.subscription(name)
         return self._store.require("subscription", name)
 
-    async def create(self, name: str, subscription: str, labels: Any) -> Any:
+    async def create(self, name: str, subscription: str, labels: Mapping[str, str]) -> pubsub_pb2.Snapshot:
         names.snapshot(name)
         limits.check_labels(labels)
         sub = self._subscription(subscription)
@@ -77,7 +77,7 @@ class SnapshotService:
         res = Resource("snapshot", name, proto, meta)
         self._store.check_size(res)
         stored = await self._store.create(res, quota)
-        return stored.proto
+        return cast(pubsub_pb2.Snapshot, stored.proto)
 
     def quota(self, project: str) -> Quota:
         limit = self._max_per_project
@@ -101,7 +101,7 @@ class SnapshotService:
         captured = await asyncio.gather(*(asyncio.to_thread(read, p) for p in parts))
         return {str(p): acks for p, acks in zip(parts, captured, strict=True)}
 
-    async def update(self, snapshot: Any, mask: Sequence[str]) -> Any:
+    async def update(self, snapshot: pubsub_pb2.Snapshot, mask: Sequence[str]) -> pubsub_pb2.Snapshot:
         res = self.get(snapshot.name)
         proto = pubsub_pb2.Snapshot()
         proto.CopyFrom(res.proto)
@@ -109,13 +109,15 @@ class SnapshotService:
         if "labels" in mask:
             limits.check_labels(proto.labels)
         stored = await self._store.update(Resource("snapshot", res.name, proto, res.meta))
-        return stored.proto
+        return cast(pubsub_pb2.Snapshot, stored.proto)
 
     async def delete(self, name: str) -> None:
         self.get(name)
         await self._store.delete("snapshot", name)
 
-    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+    def list_page(
+        self, project: str, page_size: int, page_token: str
+    ) -> tuple[list[pubsub_pb2.Snapshot], str]:
         names.project_name(project)
         chunk, token = page(self._store.names("snapshot", project + "/snapshots/"), page_size, page_token)
         found = (self._store.get("snapshot", n) for n in chunk)
@@ -174,7 +176,7 @@ class SnapshotService:
         log.info("%s: sought (epoch %d)", sub.name, epoch)
 
 
-def check_seek_target(request: Any) -> None:
+def check_seek_target(request: pubsub_pb2.SeekRequest) -> None:
     if not request.HasField("time") and not request.snapshot:
         raise InvalidArgument("Seek needs a time or a snapshot.")
 

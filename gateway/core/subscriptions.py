@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf import duration_pb2
 
@@ -63,7 +63,9 @@ def _seconds(d: duration_pb2.Duration) -> float:
     return d.seconds + d.nanos / 1e9
 
 
-def validate(sub: Any, min_ttl_seconds: int = DAY, *, destinations: endpoints.Policy) -> None:
+def validate(
+    sub: pubsub_pb2.Subscription, min_ttl_seconds: int = DAY, *, destinations: endpoints.Policy
+) -> None:
     """Field checks shared by create and update (all before any write)."""
     sub.ack_deadline_seconds = limits.ack_deadline(sub.ack_deadline_seconds)
     if sub.HasField("message_retention_duration"):
@@ -119,7 +121,7 @@ class SubscriptionService:
         names.subscription(name)
         return self._store.require("subscription", name)
 
-    async def create(self, request: Any) -> Any:
+    async def create(self, request: pubsub_pb2.Subscription) -> pubsub_pb2.Subscription:
         name = names.subscription(request.name)
         names.topic(request.topic)
         sub = pubsub_pb2.Subscription()
@@ -200,7 +202,7 @@ class SubscriptionService:
                 await asyncio.shield(undoing)
             raise
         log.info("created subscription %s on %s", name, sub.topic)
-        return stored.proto
+        return cast(pubsub_pb2.Subscription, stored.proto)
 
     def quota(self, project: str) -> Quota:
         limit = self._settings.max_subscriptions_per_project
@@ -238,7 +240,7 @@ class SubscriptionService:
 
         return self._spawn(run())
 
-    async def update(self, request: Any, mask: Sequence[str]) -> Any:
+    async def update(self, request: pubsub_pb2.Subscription, mask: Sequence[str]) -> pubsub_pb2.Subscription:
         res = self.get(request.name)
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
@@ -249,9 +251,11 @@ class SubscriptionService:
         if "labels" in mask:
             limits.check_labels(proto.labels)
         stored = await self._store.update(Resource("subscription", res.name, proto, res.meta))
-        return stored.proto
+        return cast(pubsub_pb2.Subscription, stored.proto)
 
-    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+    def list_page(
+        self, project: str, page_size: int, page_token: str
+    ) -> tuple[list[pubsub_pb2.Subscription], str]:
         names.project_name(project)
         chunk, token = page(
             self._store.names("subscription", project + "/subscriptions/"), page_size, page_token
@@ -312,7 +316,7 @@ class SubscriptionService:
         for task in list(self._cleanups):
             task.cancel()
 
-    async def modify_push_config(self, name: str, push_config: Any) -> None:
+    async def modify_push_config(self, name: str, push_config: pubsub_pb2.PushConfig) -> None:
         res = self.get(name)
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import to_ms
@@ -57,7 +57,7 @@ class TopicService:
             raise NotFound(f"Topic not found (resource={name})")
         return res
 
-    async def create(self, topic: Any) -> Any:
+    async def create(self, topic: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
         name = names.topic(topic.name)
         limits.check_labels(topic.labels, OWN_LABELS)
         if self._store.get("topic", name) is not None:
@@ -119,7 +119,7 @@ class TopicService:
             await self._undo(undo, res, unknown)
             raise
         log.info("created topic %s on Kafka topic %s (%d partitions)", name, kafka, partitions)
-        return stored.proto
+        return cast(pubsub_pb2.Topic, stored.proto)
 
     async def _create_kafka_topic(
         self, kafka: str, partitions: int, config: dict[str, str], undo: Rollback
@@ -197,7 +197,7 @@ class TopicService:
                 f"{ADOPT_LABEL}: {kafka}, or delete it from Kafka first"
             )
 
-    def _partitions(self, labels: Any) -> int:
+    def _partitions(self, labels: Mapping[str, str]) -> int:
         raw = labels.get(PARTITIONS_LABEL)
         if raw is None:
             return self._settings.default_partitions
@@ -209,7 +209,7 @@ class TopicService:
             )
         return int(raw)
 
-    async def update(self, topic: Any, mask: Sequence[str]) -> Any:
+    async def update(self, topic: pubsub_pb2.Topic, mask: Sequence[str]) -> pubsub_pb2.Topic:
         res = self.get(topic.name)
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(res.proto)
@@ -223,9 +223,9 @@ class TopicService:
             config: dict[str, str | None] = {**_retention(proto)} or {"retention.ms": None}  # default
             await self._admin.set_topic_config(res.meta["kafka_topic"], config)
         stored = await self._store.update(Resource("topic", res.name, proto, res.meta))
-        return stored.proto
+        return cast(pubsub_pb2.Topic, stored.proto)
 
-    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[pubsub_pb2.Topic], str]:
         names.project_name(project)
         chunk, token = page(self._store.names("topic", project + "/topics/"), page_size, page_token)
         found = (self._store.get("topic", n) for n in chunk)
@@ -264,7 +264,7 @@ class TopicService:
         return [records.message_id(p, o) for p, o in done]
 
 
-def _retention(topic: Any) -> dict[str, str]:
+def _retention(topic: pubsub_pb2.Topic) -> dict[str, str]:
     """Kafka's retention.ms for a topic's message_retention_duration (10 minutes to 31 days)."""
     if not topic.HasField("message_retention_duration"):
         return {}
