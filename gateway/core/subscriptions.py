@@ -306,7 +306,7 @@ class SubscriptionService:
             await asyncio.sleep(wait)
             waited, wait = waited + wait, min(wait * 2, 5.0)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def _spawn(self, work: Coroutine[object, object, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
