@@ -9,7 +9,6 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
 
 from gateway import settings as settings_mod
 from gateway.errors import GatewayError
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CANNOT_START
 
 
-def _event_loop_runner(choice: str) -> Callable[[Coroutine[Any, Any, int]], int]:
+def _event_loop_runner(choice: str) -> Callable[[Coroutine[object, object, int]], int]:
     """uvloop's event loop unless told otherwise: it halves what the loop itself costs per HTTP
     push and gRPC message (libuv in C instead of selectors and callbacks in Python)."""
     if choice != "asyncio":

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gateway.mavenjars import default_cache_dir, resolve
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 SPARK_VERSION = "4.0.0"
 """Must match ``spark.version`` in connector-pom.xml and the pyspark pin in pyproject.toml."""
@@ -42,7 +45,7 @@ def builder(
     master: str | None = "local[2]",
     driver_memory: str = "1g",
     cache: Path | None = None,
-) -> Any:
+) -> SparkSession.Builder:
     """A `SparkSession.Builder` with the Kafka connector on the classpath.
 
     `master=None` leaves the master to spark-submit. Small-machine defaults: few shuffle

@@ -13,9 +13,12 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spark.options import KafkaConnection
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -23,7 +26,7 @@ TAIL_STEP = 64  # records read at first when looking for a checkpoint backwards 
 
 
 @contextlib.contextmanager
-def consumer(conn: KafkaConnection, group: str | None = None) -> Iterator[Any]:
+def consumer(conn: KafkaConnection, group: str | None = None) -> Iterator[Consumer]:
     """A read_committed consumer that never joins its group nor commits."""
     from confluent_kafka import Consumer
 
@@ -46,7 +49,7 @@ def consumer(conn: KafkaConnection, group: str | None = None) -> Iterator[Any]:
         c.close()
 
 
-def end_offsets(c: Any, topic: str, partitions: int) -> dict[int, int]:
+def end_offsets(c: Consumer, topic: str, partitions: int) -> dict[int, int]:
     """Each partition's end for read_committed readers (the last stable offset)."""
     from confluent_kafka import TopicPartition
 
@@ -56,7 +59,7 @@ def end_offsets(c: Any, topic: str, partitions: int) -> dict[int, int]:
     }
 
 
-def committed_offsets(c: Any, topic: str, partitions: int) -> dict[int, int]:
+def committed_offsets(c: Consumer, topic: str, partitions: int) -> dict[int, int]:
     """The consumer's group's committed offsets; {} when they cannot be read (the gateway commits
     only after writing a checkpoint with that watermark, so the log alone is enough for it)."""
     from confluent_kafka import KafkaException, TopicPartition

@@ -18,9 +18,9 @@ from __future__ import annotations
 import base64
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from google.iam.v1 import iam_policy_pb2, policy_pb2
+from google.protobuf.message import Message
 
 from gateway.core.resources import AnyResource, ResourceStore
 from gateway.errors import NotFound
@@ -79,7 +79,7 @@ class AccessService:
 
     # -- checking calls ----------------------------------------------------------------------
 
-    def check(self, principal: str, method: str, request: Any) -> None:
+    def check(self, principal: str, method: str, request: Message) -> None:
         """PermissionDenied naming the first permission `principal` lacks for this call."""
         iam.authorize(principal, iam.required(method, request, topic_of=self._topic_of), self._policies)
 

@@ -15,7 +15,7 @@ import functools
 import itertools
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from gateway.clock import now_ms
 from gateway.core import exactly_once, peers
@@ -167,7 +167,7 @@ class AckPath:
         runner_of: Callable[[str], LeaseOwner | None],
         writer_of: Callable[[StoredSubscription], LogWriter],
         admin: Admin,
-        take_on: Callable[[StoredSubscription], Coroutine[Any, Any, Any]],
+        take_on: Callable[[StoredSubscription], Coroutine[object, object, object]],
     ) -> None:
         self._runner_of = runner_of
         self._writer_of = writer_of

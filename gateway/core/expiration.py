@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.clock import now_ms, to_ms
@@ -70,7 +71,7 @@ class Janitor(kafka_consumer.FetchListener):
     def __init__(
         self,
         store: ResourceStore,
-        delete: Any,
+        delete: Callable[[str], Awaitable[None]],
         kafka_config: dict[str, Any],
         group: str,
         resource_topic: str,

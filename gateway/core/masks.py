@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
 
 from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
 
 from gateway.errors import InvalidArgument
 
 
-def apply(src: Any, dst: Any, mask: Sequence[str], updatable: Collection[str]) -> None:
+def apply(src: Message, dst: Message, mask: Sequence[str], updatable: Collection[str]) -> None:
     """Copy the fields named in `mask` from src to dst; unknown or immutable fields are refused."""
     if not mask:
         raise InvalidArgument("update_mask must name at least one field to update.")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from collections.abc import Callable
-from typing import Any
 
+from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import to_ms
 from gateway.translate import filters, limits
 from gateway.translate.records import Headers, Record
@@ -35,7 +35,7 @@ def backoff_of(minimum_ms: int, maximum_ms: int) -> Callable[[int], int]:
     return delay
 
 
-def of(sub: Any, dead_letter_kafka_topic: str | None) -> Policies:
+def of(sub: pubsub_pb2.Subscription, dead_letter_kafka_topic: str | None) -> Policies:
     rp = sub.retry_policy if sub.HasField("retry_policy") else None
     backoff = None
     if rp is not None:

@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
@@ -61,7 +61,7 @@ class SnapshotService:
         names.subscription(name)
         return self._store.require("subscription", name)
 
-    async def create(self, name: str, subscription: str, labels: Any) -> Any:
+    async def create(self, name: str, subscription: str, labels: Mapping[str, str]) -> pubsub_pb2.Snapshot:
         names.snapshot(name)
         limits.check_labels(labels)
         sub = self._subscription(subscription)
@@ -101,7 +101,7 @@ class SnapshotService:
         captured = await asyncio.gather(*(asyncio.to_thread(read, p) for p in parts))
         return {str(p): acks for p, acks in zip(parts, captured, strict=True)}
 
-    async def update(self, snapshot: Any, mask: Sequence[str]) -> Any:
+    async def update(self, snapshot: pubsub_pb2.Snapshot, mask: Sequence[str]) -> pubsub_pb2.Snapshot:
         res = self.get(snapshot.name)
         proto = pubsub_pb2.Snapshot()
         proto.CopyFrom(res.proto)
@@ -115,7 +115,9 @@ class SnapshotService:
         self.get(name)
         await self._store.delete("snapshot", name)
 
-    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+    def list_page(
+        self, project: str, page_size: int, page_token: str
+    ) -> tuple[list[pubsub_pb2.Snapshot], str]:
         names.project_name(project)
         chunk, token = page(self._store.names("snapshot", project + "/snapshots/"), page_size, page_token)
         found = (self._store.get("snapshot", n) for n in chunk)
@@ -174,7 +176,7 @@ class SnapshotService:
         log.info("%s: sought (epoch %d)", sub.name, epoch)
 
 
-def check_seek_target(request: Any) -> None:
+def check_seek_target(request: pubsub_pb2.SeekRequest) -> None:
     if not request.HasField("time") and not request.snapshot:
         raise InvalidArgument("Seek needs a time or a snapshot.")
 

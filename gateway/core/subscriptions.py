@@ -13,7 +13,6 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Coroutine, Sequence
-from typing import Any
 
 from google.protobuf import duration_pb2
 
@@ -65,7 +64,9 @@ def _seconds(d: duration_pb2.Duration) -> float:
     return d.seconds + d.nanos / 1e9
 
 
-def validate(sub: Any, min_ttl_seconds: int = DAY, *, destinations: endpoints.Policy) -> None:
+def validate(
+    sub: pubsub_pb2.Subscription, min_ttl_seconds: int = DAY, *, destinations: endpoints.Policy
+) -> None:
     """Field checks shared by create and update (all before any write)."""
     sub.ack_deadline_seconds = limits.ack_deadline(sub.ack_deadline_seconds)
     if sub.HasField("message_retention_duration"):
@@ -121,7 +122,7 @@ class SubscriptionService:
         names.subscription(name)
         return self._store.require("subscription", name)
 
-    async def create(self, request: Any) -> Any:
+    async def create(self, request: pubsub_pb2.Subscription) -> pubsub_pb2.Subscription:
         name = names.subscription(request.name)
         names.topic(request.topic)
         sub = pubsub_pb2.Subscription()
@@ -240,7 +241,7 @@ class SubscriptionService:
 
         return self._spawn(run())
 
-    async def update(self, request: Any, mask: Sequence[str]) -> Any:
+    async def update(self, request: pubsub_pb2.Subscription, mask: Sequence[str]) -> pubsub_pb2.Subscription:
         res = self.get(request.name)
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
@@ -253,7 +254,9 @@ class SubscriptionService:
         stored = await self._store.update(dataclasses.replace(res, proto=proto))
         return stored.proto
 
-    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+    def list_page(
+        self, project: str, page_size: int, page_token: str
+    ) -> tuple[list[pubsub_pb2.Subscription], str]:
         names.project_name(project)
         chunk, token = page(
             self._store.names("subscription", project + "/subscriptions/"), page_size, page_token
@@ -304,7 +307,7 @@ class SubscriptionService:
             await asyncio.sleep(wait)
             waited, wait = waited + wait, min(wait * 2, 5.0)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+    def _spawn(self, work: Coroutine[object, object, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)
@@ -314,7 +317,7 @@ class SubscriptionService:
         for task in list(self._cleanups):
             task.cancel()
 
-    async def modify_push_config(self, name: str, push_config: Any) -> None:
+    async def modify_push_config(self, name: str, push_config: pubsub_pb2.PushConfig) -> None:
         res = self.get(name)
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)

@@ -13,8 +13,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import to_ms
@@ -59,7 +58,7 @@ class TopicService:
             raise NotFound(f"Topic not found (resource={name})")
         return res
 
-    async def create(self, topic: Any) -> Any:
+    async def create(self, topic: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
         name = names.topic(topic.name)
         limits.check_labels(topic.labels, OWN_LABELS)
         if self._store.get("topic", name) is not None:
@@ -189,7 +188,7 @@ class TopicService:
                 f"{ADOPT_LABEL}: {kafka}, or delete it from Kafka first"
             )
 
-    def _partitions(self, labels: Any) -> int:
+    def _partitions(self, labels: Mapping[str, str]) -> int:
         raw = labels.get(PARTITIONS_LABEL)
         if raw is None:
             return self._settings.default_partitions
@@ -201,7 +200,7 @@ class TopicService:
             )
         return int(raw)
 
-    async def update(self, topic: Any, mask: Sequence[str]) -> Any:
+    async def update(self, topic: pubsub_pb2.Topic, mask: Sequence[str]) -> pubsub_pb2.Topic:
         res = self.get(topic.name)
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(res.proto)
@@ -217,7 +216,7 @@ class TopicService:
         stored = await self._store.update(dataclasses.replace(res, proto=proto))
         return stored.proto
 
-    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[Any], str]:
+    def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[pubsub_pb2.Topic], str]:
         names.project_name(project)
         chunk, token = page(self._store.names("topic", project + "/topics/"), page_size, page_token)
         found = (self._store.get("topic", n) for n in chunk)
@@ -254,7 +253,7 @@ class TopicService:
         return [records.message_id(p, o) for p, o in done]
 
 
-def _retention(topic: Any) -> dict[str, str]:
+def _retention(topic: pubsub_pb2.Topic) -> dict[str, str]:
     """Kafka's retention.ms for a topic's message_retention_duration (10 minutes to 31 days)."""
     if not topic.HasField("message_retention_duration"):
         return {}

@@ -26,7 +26,7 @@ import collections
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.errors import GatewayError
 from gateway.push import body, sender
@@ -37,6 +37,7 @@ from gateway.translate import endpoints
 from gateway.translate.records import to_message
 
 if TYPE_CHECKING:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2
     from gateway.core.delivery import DeliveryService
     from gateway.core.resources import StoredSubscription
     from gateway.core.runner import Delivery
@@ -54,7 +55,7 @@ REFUSAL_LOG_SECONDS = 60.0  # at most one warning per subscription this often fo
 Taken = tuple["Delivery", int, float]  # a delivery, its session number, when it was taken
 
 
-def target_of(proto: Any) -> body.PushTarget:
+def target_of(proto: pubsub_pb2.Subscription) -> body.PushTarget:
     """The PushTarget of a Subscription proto."""
     pc = proto.push_config
     return body.PushTarget(

@@ -29,7 +29,6 @@ import asyncio
 import dataclasses
 import ipaddress
 import socket
-from typing import Any
 
 import aiohttp
 import yarl
@@ -214,17 +213,17 @@ class _Deadlines:
     timer of the event loop per request, which costs more CPU than writing the request."""
 
     def __init__(self) -> None:
-        self._running: dict[asyncio.Task[Any], _Deadline] = {}  # by the task awaiting the exchange
+        self._running: dict[asyncio.Task[object], _Deadline] = {}  # by the task awaiting the exchange
         self._timer: asyncio.TimerHandle | None = None
 
-    def add(self, task: asyncio.Task[Any], seconds: float) -> _Deadline:
+    def add(self, task: asyncio.Task[object], seconds: float) -> _Deadline:
         loop = asyncio.get_running_loop()
         deadline = self._running[task] = _Deadline(loop.time() + seconds, task.cancelling())
         if self._timer is None:
             self._timer = loop.call_later(TICK, self._sweep)
         return deadline
 
-    def remove(self, task: asyncio.Task[Any]) -> None:
+    def remove(self, task: asyncio.Task[object]) -> None:
         del self._running[task]
 
     def stop(self) -> None:

@@ -15,10 +15,15 @@ refused: a client cannot set it.
 from __future__ import annotations
 
 import contextvars
-from typing import Any, Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn, Protocol
+
+import grpc
+from google.protobuf.message import Message
 
 from gateway.core.access import AccessService
 from gateway.errors import PermissionDenied
+from gateway.security.authn import Principal
 from gateway.security.peer import PeerTokens
 
 FORWARDED = "x-pubsub-gateway-forwarded"
@@ -26,12 +31,28 @@ PEER = "gateway:peer"  # the caller of a verified forwarded call
 CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("pubsub_gateway_caller", default=None)
 
 
+class Context(Protocol):
+    """What the servicers and the guard use of a call's context, on either wire: a gRPC call's
+    grpc.aio.ServicerContext, or a REST call's rest.CallContext."""
+
+    def invocation_metadata(self) -> Iterable[tuple[str, str | bytes]] | None: ...
+
+    def time_remaining(self) -> float | None: ...
+
+    async def abort(
+        self,
+        code: grpc.StatusCode,
+        details: str = "",
+        trailing_metadata: Sequence[tuple[str, str | bytes]] = (),
+    ) -> NoReturn: ...
+
+
 class Authenticator(Protocol):
-    async def authenticate(self, authorization: str | None, peer_certificate: bytes | None) -> Any:
+    async def authenticate(self, authorization: str | None, peer_certificate: bytes | None) -> Principal:
         """The caller's Principal (its `member`); Unauthenticated when nothing valid came."""
 
 
-def metadata_value(context: Any, key: str) -> str | None:
+def metadata_value(context: Context, key: str) -> str | None:
     for k, v in context.invocation_metadata() or ():
         if k == key:
             return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
@@ -64,13 +85,13 @@ class CallGuard:
     def enforcing(self) -> bool:
         return self._authenticator is not None
 
-    async def admit(self, method: str, request: Any, context: Any) -> str | None:
+    async def admit(self, method: str, request: Message, context: Context) -> str | None:
         """The caller's IAM member (None without authentication), once it may make this call."""
         caller = await self._caller(method, request, context)
         CALLER.set(caller)
         return caller
 
-    async def _caller(self, method: str, request: Any, context: Any) -> str | None:
+    async def _caller(self, method: str, request: Message, context: Context) -> str | None:
         mark = metadata_value(context, FORWARDED)
         if mark is not None:
             subscription = str(getattr(request, "subscription", ""))

@@ -12,10 +12,10 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
-from google.iam.v1 import iam_policy_pb2
+from google.iam.v1 import iam_policy_pb2, policy_pb2
 from google.protobuf import message_factory
 from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError, Message
@@ -35,16 +35,20 @@ from gateway.core.topics import TopicService
 from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
 from gateway.translate import limits, records
 from gateway.translate.limits import OutgoingMessage
-from gateway.wire.access import CALLER, FORWARDED, CallGuard
+from gateway.wire.access import CALLER, FORWARDED, CallGuard, Context
 from gateway.wire.peers import DETAILS_KEY
+
+if TYPE_CHECKING:
+    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 # Empty of the gateway's own descriptor pool: what the RPCs that answer nothing return.
 _EMPTY = _pool.message_class("google.protobuf.Empty")
 
 log = logging.getLogger(__name__)
+S = TypeVar("S", bound="Servicer")
+M = TypeVar("M", bound=Message)
 R = TypeVar("R")
-Context = grpc.aio.ServicerContext[Any, Any]
-Handler = Callable[[Any, Any, Context], Awaitable[R]]
+Handler = Callable[[S, M, Context], Awaitable[R]]  # a servicer method: (self, request, context)
 PULL_DEADLINE_MARGIN = 0.5
 
 
@@ -103,14 +107,14 @@ def decoder(cls: type[Message]) -> Callable[[bytes], Message | Undecodable]:
     return decode
 
 
-def decoded(request: Any) -> Any:
+def decoded(request: M | Undecodable) -> M:
     """`request`, or InvalidArgument if it could not be decoded."""
     if isinstance(request, Undecodable):
         raise InvalidArgument(request.message)
     return request
 
 
-async def decoded_stream(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+async def decoded_stream(requests: AsyncIterator[M | Undecodable]) -> AsyncIterator[M]:
     async for request in requests:
         yield decoded(request)
 
@@ -124,11 +128,11 @@ class Servicer:
         self._guard = guard
 
 
-def _guard(fn: Handler[R]) -> Handler[R]:
+def _guard(fn: Handler[S, M, R]) -> Callable[[S, M | Undecodable, Context], Awaitable[R]]:
     name = fn.__name__
 
     @functools.wraps(fn)
-    async def wrapper(self: Servicer, request: Any, context: Context) -> R:
+    async def wrapper(self: S, request: M | Undecodable, context: Context) -> R:
         try:
             request = decoded(request)
             await self._guard.admit(f"/{self.SERVICE}/{name}", request, context)
@@ -143,7 +147,9 @@ def _guard(fn: Handler[R]) -> Handler[R]:
     return wrapper
 
 
-def add_received(into: Any, deliveries: list[Delivery]) -> None:
+def add_received(
+    into: RepeatedCompositeFieldContainer[pb.ReceivedMessage], deliveries: list[Delivery]
+) -> None:
     """Append deliveries to a response's `received_messages`, filling each message in place:
     passing built submessages to constructors copies them, and the copies serialize several
     times slower (this is most of the gateway's cost per delivered message)."""
@@ -166,7 +172,9 @@ def add_received(into: Any, deliveries: list[Delivery]) -> None:
         when.nanos = ms * 1_000_000
 
 
-def _mask(request: Any) -> list[str]:
+def _mask(
+    request: pb.UpdateTopicRequest | pb.UpdateSubscriptionRequest | pb.UpdateSnapshotRequest,
+) -> list[str]:
     return list(request.update_mask.paths)
 
 
@@ -186,46 +194,52 @@ class Publisher(Servicer, pb_grpc.PublisherServicer):
         self._snapshots = snapshots
 
     @_guard
-    async def CreateTopic(self, request: Any, context: Any) -> Any:
+    async def CreateTopic(self, request: pb.Topic, context: Context) -> pb.Topic:
         return await self._topics.create(request)
 
     @_guard
-    async def UpdateTopic(self, request: Any, context: Any) -> Any:
+    async def UpdateTopic(self, request: pb.UpdateTopicRequest, context: Context) -> pb.Topic:
         return await self._topics.update(request.topic, _mask(request))
 
     @_guard
-    async def Publish(self, request: Any, context: Any) -> Any:
+    async def Publish(self, request: pb.PublishRequest, context: Context) -> pb.PublishResponse:
         messages = [OutgoingMessage(m.data, m.attributes, m.ordering_key) for m in request.messages]
         ids = await self._topics.publish(request.topic, messages)
         return pb.PublishResponse(message_ids=ids)
 
     @_guard
-    async def GetTopic(self, request: Any, context: Any) -> Any:
+    async def GetTopic(self, request: pb.GetTopicRequest, context: Context) -> pb.Topic:
         return self._topics.get(request.topic).proto
 
     @_guard
-    async def ListTopics(self, request: Any, context: Any) -> Any:
+    async def ListTopics(self, request: pb.ListTopicsRequest, context: Context) -> pb.ListTopicsResponse:
         topics, token = self._topics.list_page(request.project, request.page_size, request.page_token)
         return pb.ListTopicsResponse(topics=topics, next_page_token=token)
 
     @_guard
-    async def ListTopicSubscriptions(self, request: Any, context: Any) -> Any:
+    async def ListTopicSubscriptions(
+        self, request: pb.ListTopicSubscriptionsRequest, context: Context
+    ) -> pb.ListTopicSubscriptionsResponse:
         subs, token = self._topics.subscriptions(request.topic, request.page_size, request.page_token)
         return pb.ListTopicSubscriptionsResponse(subscriptions=subs, next_page_token=token)
 
     @_guard
-    async def ListTopicSnapshots(self, request: Any, context: Any) -> Any:
+    async def ListTopicSnapshots(
+        self, request: pb.ListTopicSnapshotsRequest, context: Context
+    ) -> pb.ListTopicSnapshotsResponse:
         self._topics.get(request.topic)
         snaps, token = self._snapshots.for_topic(request.topic, request.page_size, request.page_token)
         return pb.ListTopicSnapshotsResponse(snapshots=snaps, next_page_token=token)
 
     @_guard
-    async def DeleteTopic(self, request: Any, context: Any) -> Any:
+    async def DeleteTopic(self, request: pb.DeleteTopicRequest, context: Context) -> Message:
         await self._topics.delete(request.topic)
         return _EMPTY()
 
     @_guard
-    async def DetachSubscription(self, request: Any, context: Any) -> Any:
+    async def DetachSubscription(
+        self, request: pb.DetachSubscriptionRequest, context: Context
+    ) -> pb.DetachSubscriptionResponse:
         await self._subs.detach(request.subscription)
         return pb.DetachSubscriptionResponse()
 
@@ -246,29 +260,33 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
         self._snapshots = snapshots
 
     @_guard
-    async def CreateSubscription(self, request: Any, context: Any) -> Any:
+    async def CreateSubscription(self, request: pb.Subscription, context: Context) -> pb.Subscription:
         return await self._subs.create(request)
 
     @_guard
-    async def GetSubscription(self, request: Any, context: Any) -> Any:
+    async def GetSubscription(self, request: pb.GetSubscriptionRequest, context: Context) -> pb.Subscription:
         return self._subs.get(request.subscription).proto
 
     @_guard
-    async def UpdateSubscription(self, request: Any, context: Any) -> Any:
+    async def UpdateSubscription(
+        self, request: pb.UpdateSubscriptionRequest, context: Context
+    ) -> pb.Subscription:
         return await self._subs.update(request.subscription, _mask(request))
 
     @_guard
-    async def ListSubscriptions(self, request: Any, context: Any) -> Any:
+    async def ListSubscriptions(
+        self, request: pb.ListSubscriptionsRequest, context: Context
+    ) -> pb.ListSubscriptionsResponse:
         subs, token = self._subs.list_page(request.project, request.page_size, request.page_token)
         return pb.ListSubscriptionsResponse(subscriptions=subs, next_page_token=token)
 
     @_guard
-    async def DeleteSubscription(self, request: Any, context: Any) -> Any:
+    async def DeleteSubscription(self, request: pb.DeleteSubscriptionRequest, context: Context) -> Message:
         await self._subs.delete(request.subscription)
         return _EMPTY()
 
     @_guard
-    async def ModifyAckDeadline(self, request: Any, context: Any) -> Any:
+    async def ModifyAckDeadline(self, request: pb.ModifyAckDeadlineRequest, context: Context) -> Message:
         await self._delivery.modify_ack_deadline(
             request.subscription,
             list(request.ack_ids),
@@ -278,14 +296,14 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
         return _EMPTY()
 
     @_guard
-    async def Acknowledge(self, request: Any, context: Any) -> Any:
+    async def Acknowledge(self, request: pb.AcknowledgeRequest, context: Context) -> Message:
         await self._delivery.acknowledge(
             request.subscription, list(request.ack_ids), forwarded=_forwarded(context)
         )
         return _EMPTY()
 
     @_guard
-    async def Pull(self, request: Any, context: Any) -> Any:
+    async def Pull(self, request: pb.PullRequest, context: Context) -> pb.PullResponse:
         remaining = context.time_remaining()
         wait = 0.0 if request.return_immediately else 3600.0
         if remaining is not None:
@@ -295,7 +313,9 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
         add_received(response.received_messages, got)
         return response
 
-    async def StreamingPull(self, request_iterator: Any, context: Context) -> AsyncIterator[Any]:
+    async def StreamingPull(
+        self, request_iterator: AsyncIterator[pb.StreamingPullRequest | Undecodable], context: Context
+    ) -> AsyncIterator[pb.StreamingPullResponse]:
         requests = decoded_stream(aiter(request_iterator))
         try:
             first = await anext(requests, None)
@@ -334,7 +354,12 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
             log.exception("StreamingPull failed")
             await context.abort(grpc.StatusCode.INTERNAL, "StreamingPull failed inside the gateway")
 
-    async def _read_stream(self, session: StreamSession, first: Any, requests: Any) -> None:
+    async def _read_stream(
+        self,
+        session: StreamSession,
+        first: pb.StreamingPullRequest,
+        requests: AsyncIterator[pb.StreamingPullRequest],
+    ) -> None:
         """Apply the stream's acks, modacks and heartbeats; a bad request ends the stream."""
         sub = session.res.name
         try:
@@ -354,7 +379,9 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
             log.exception("reading a StreamingPull request failed")
             session.close(str(exc))
 
-    async def _apply_stream_request(self, session: StreamSession, sub: str, req: Any) -> None:
+    async def _apply_stream_request(
+        self, session: StreamSession, sub: str, req: pb.StreamingPullRequest
+    ) -> None:
         modack_ids, modack_secs = list(req.modify_deadline_ack_ids), list(req.modify_deadline_seconds)
         check_modacks(modack_ids, modack_secs)
         if req.ack_ids:
@@ -371,34 +398,36 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
             session.ping()
 
     @_guard
-    async def ModifyPushConfig(self, request: Any, context: Any) -> Any:
+    async def ModifyPushConfig(self, request: pb.ModifyPushConfigRequest, context: Context) -> Message:
         await self._subs.modify_push_config(request.subscription, request.push_config)
         return _EMPTY()
 
     @_guard
-    async def GetSnapshot(self, request: Any, context: Any) -> Any:
+    async def GetSnapshot(self, request: pb.GetSnapshotRequest, context: Context) -> pb.Snapshot:
         return self._snapshots.get(request.snapshot).proto
 
     @_guard
-    async def ListSnapshots(self, request: Any, context: Any) -> Any:
+    async def ListSnapshots(
+        self, request: pb.ListSnapshotsRequest, context: Context
+    ) -> pb.ListSnapshotsResponse:
         snaps, token = self._snapshots.list_page(request.project, request.page_size, request.page_token)
         return pb.ListSnapshotsResponse(snapshots=snaps, next_page_token=token)
 
     @_guard
-    async def CreateSnapshot(self, request: Any, context: Any) -> Any:
+    async def CreateSnapshot(self, request: pb.CreateSnapshotRequest, context: Context) -> pb.Snapshot:
         return await self._snapshots.create(request.name, request.subscription, request.labels)
 
     @_guard
-    async def UpdateSnapshot(self, request: Any, context: Any) -> Any:
+    async def UpdateSnapshot(self, request: pb.UpdateSnapshotRequest, context: Context) -> pb.Snapshot:
         return await self._snapshots.update(request.snapshot, _mask(request))
 
     @_guard
-    async def DeleteSnapshot(self, request: Any, context: Any) -> Any:
+    async def DeleteSnapshot(self, request: pb.DeleteSnapshotRequest, context: Context) -> Message:
         await self._snapshots.delete(request.snapshot)
         return _EMPTY()
 
     @_guard
-    async def Seek(self, request: Any, context: Any) -> Any:
+    async def Seek(self, request: pb.SeekRequest, context: Context) -> pb.SeekResponse:
         check_seek_target(request)
         if request.snapshot:
             await self._snapshots.seek_to_snapshot(request.subscription, request.snapshot)
@@ -420,15 +449,21 @@ class IamPolicy(Servicer):
         self._access = access
 
     @_guard
-    async def GetIamPolicy(self, request: Any, context: Any) -> Any:
+    async def GetIamPolicy(
+        self, request: iam_policy_pb2.GetIamPolicyRequest, context: Context
+    ) -> policy_pb2.Policy:
         return self._access.get_policy(request)
 
     @_guard
-    async def SetIamPolicy(self, request: Any, context: Any) -> Any:
+    async def SetIamPolicy(
+        self, request: iam_policy_pb2.SetIamPolicyRequest, context: Context
+    ) -> policy_pb2.Policy:
         return await self._access.set_policy(request)
 
     @_guard
-    async def TestIamPermissions(self, request: Any, context: Any) -> Any:
+    async def TestIamPermissions(
+        self, request: iam_policy_pb2.TestIamPermissionsRequest, context: Context
+    ) -> iam_policy_pb2.TestIamPermissionsResponse:
         held = self._access.test_permissions(
             request.resource, list(request.permissions), CALLER.get() if self._guard.enforcing else None
         )
@@ -444,7 +479,7 @@ async def _outcome(call: Awaitable[None]) -> dict[str, str]:
     return {}
 
 
-def _confirm(response: Any, confirmations: list[Confirmation]) -> None:
+def _confirm(response: pb.StreamingPullResponse, confirmations: list[Confirmation]) -> None:
     for kind, ids, failures in confirmations:
         target = (
             response.acknowledge_confirmation if kind == "ack" else response.modify_ack_deadline_confirmation
@@ -470,7 +505,7 @@ _KINDS = {
 def _register(server: grpc.aio.Server, desc: ServiceDescriptor, servicer: object) -> None:
     """What the generated `add_*Servicer_to_server` does, from the service's descriptor, with
     request deserializers that hand undecodable requests to the handler (`decoder`)."""
-    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    handlers: dict[str, grpc.RpcMethodHandler[Message | Undecodable, Message]] = {}
     for method in desc.methods:
         request = message_factory.GetMessageClass(method.input_type)
         response = message_factory.GetMessageClass(method.output_type)

@@ -18,11 +18,13 @@ import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
+import grpc
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 from google.iam.v1 import iam_policy_pb2
 from google.protobuf import json_format
 from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import Message
 from google.rpc import (
     error_details_pb2,  # noqa: F401  (registers ErrorInfo for error details)
     status_pb2,
@@ -31,6 +33,7 @@ from google.rpc import (
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.errors import Code
 from gateway.wire import openapi, rest_json, rest_routes
+from gateway.wire.access import Context
 from gateway.wire.http_guard import ConnectionGuard
 from gateway.wire.peers import DETAILS_KEY
 
@@ -39,7 +42,9 @@ OPENAPI_PATH = "/v1/openapi.json"
 SERVICES = ("Publisher", "Subscriber")
 IAM_SERVICE: ServiceDescriptor = iam_policy_pb2.DESCRIPTOR.services_by_name["IAMPolicy"]
 
-Call = Callable[[Any, Any], Any]
+# A servicer method (grpc_api), or a generated base class's stub of a method not served, which
+# raises NotImplementedError without awaiting anything.
+Call = Callable[[Message, Context], Awaitable[Message] | Message]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -71,7 +76,7 @@ class Aborted(Exception):
         self.details = list(details)
 
 
-def _details(metadata: Sequence[tuple[str, Any]]) -> list[dict[str, Any]]:
+def _details(metadata: Sequence[tuple[str, str | bytes]]) -> list[dict[str, Any]]:
     """The google.rpc.Status details a servicer attached (e.g. exactly-once ErrorInfo), as JSON."""
     for key, value in metadata:
         if key == DETAILS_KEY and isinstance(value, bytes):
@@ -89,23 +94,28 @@ class CallContext:
     (the peer mark of forwarded calls, above all, cannot come over REST)."""
 
     def __init__(self, authorization: str | None = None, certificate: bytes | None = None) -> None:
-        self.code: Any = None
+        self.code: grpc.StatusCode | None = None
         self.details = ""
-        self._trailing: Sequence[tuple[str, Any]] = ()
+        self._trailing: Sequence[tuple[str, str | bytes]] = ()
         self._metadata = () if authorization is None else (("authorization", authorization),)
         self._certificate = certificate
 
-    async def abort(self, code: Any, details: str = "", trailing_metadata: Any = ()) -> NoReturn:
+    async def abort(
+        self,
+        code: grpc.StatusCode,
+        details: str = "",
+        trailing_metadata: Sequence[tuple[str, str | bytes]] = (),
+    ) -> NoReturn:
         metadata = list(trailing_metadata or ()) + list(self._trailing)
         raise Aborted(Code[code.name], details, _details(metadata))
 
-    def set_code(self, code: Any) -> None:
+    def set_code(self, code: grpc.StatusCode) -> None:
         self.code = code
 
     def set_details(self, details: str) -> None:
         self.details = details
 
-    def set_trailing_metadata(self, metadata: Sequence[tuple[str, Any]]) -> None:
+    def set_trailing_metadata(self, metadata: Sequence[tuple[str, str | bytes]]) -> None:
         self._trailing = metadata
 
     def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
@@ -122,7 +132,7 @@ class CallContext:
         return "rest"
 
 
-async def invoke(call: Call, request: Any, context: CallContext | None = None) -> Any:
+async def invoke(call: Call, request: Message, context: CallContext | None = None) -> Message:
     """Run one servicer method as the gRPC server would, turning its status into `Aborted`."""
     context = context or CallContext()
     try:

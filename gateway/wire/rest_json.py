@@ -15,12 +15,13 @@ import json
 import re
 import zlib
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn, cast
 
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.wire.rest_routes import Route
 
 MAX_BODY = 10 * 1024 * 1024  # Pub/Sub accepts HTTP bodies up to 10 MiB (decompressed, too)
@@ -132,7 +133,7 @@ def decode_body(raw: bytes, content_encoding: str, limit: int = MAX_BODY) -> byt
             )
 
 
-def _no_constants(name: str) -> Any:
+def _no_constants(name: str) -> NoReturn:
     raise BadRequest(f"{_INVALID}{name} is not valid JSON.")
 
 
@@ -171,7 +172,7 @@ def _checked_fields(message: Descriptor) -> tuple[tuple[tuple[str, ...], FieldDe
     return tuple(out)
 
 
-def check_shape(value: Any, message: Descriptor, path: str, depth: int = 0) -> None:
+def check_shape(value: object, message: Descriptor, path: str, depth: int = 0) -> None:
     """Refuse JSON that json_format would misread or accept loosely, before it runs."""
     if not isinstance(value, dict):
         raise BadRequest(f"{_INVALID}Expected a JSON object at {path}, got {_kind(value)}.")
@@ -184,7 +185,7 @@ def check_shape(value: Any, message: Descriptor, path: str, depth: int = 0) -> N
                 _check_field(item, field, f"{path}.{key}", depth)
 
 
-def _check_field(value: Any, field: FieldDescriptor, path: str, depth: int) -> None:
+def _check_field(value: object, field: FieldDescriptor, path: str, depth: int) -> None:
     if field.message_type is not None and field.message_type.GetOptions().map_entry:
         if not isinstance(value, dict):
             raise BadRequest(f"{_INVALID}Expected a JSON object (a map) at {path}, got {_kind(value)}.")
@@ -200,7 +201,7 @@ def _check_field(value: Any, field: FieldDescriptor, path: str, depth: int) -> N
         _check_single(value, field, path, depth)
 
 
-def _check_single(value: Any, field: FieldDescriptor, path: str, depth: int) -> None:
+def _check_single(value: object, field: FieldDescriptor, path: str, depth: int) -> None:
     kind = field.type
     if field.message_type is not None:
         check_shape(value, field.message_type, path, depth + 1)
@@ -211,7 +212,7 @@ def _check_single(value: Any, field: FieldDescriptor, path: str, depth: int) -> 
         raise BadRequest(f"{_INVALID}Invalid base64 at {path}: bytes fields hold base64 text.")
 
 
-def _is_base64(value: Any) -> bool:
+def _is_base64(value: object) -> bool:
     if not isinstance(value, str) or not _BASE64.fullmatch(value):
         return False
     data = value.rstrip("=")
@@ -219,7 +220,7 @@ def _is_base64(value: Any) -> bool:
     return len(data) % 4 != 1 and (not padded or len(value) % 4 == 0)
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number")
 
@@ -266,7 +267,7 @@ def _bind_body(route: Route, body: bytes, request: Message, params: list[tuple[s
             raise BadRequest(f"{route.http_method} {route.template.text} takes no request body.")
         return
     check_shape(value, desc, desc.name)
-    if desc.full_name == PUBLISH_REQUEST and _publish_fast(value, request):
+    if desc.full_name == PUBLISH_REQUEST and _publish_fast(value, cast(pubsub_pb2.PublishRequest, request)):
         return
     _parse_into(value, request)
 
@@ -276,7 +277,7 @@ _PLAIN_MESSAGE_KEYS = {"data", "attributes", "orderingKey", "ordering_key"}
 _URLSAFE = str.maketrans("-_", "+/")
 
 
-def _publish_fast(value: dict[str, Any], request: Any) -> bool:
+def _publish_fast(value: dict[str, Any], request: pubsub_pb2.PublishRequest) -> bool:
     """Publish bodies are the hot path: messages of plain data/attributes/orderingKey (checked
     by check_shape already) are built directly, about 3x faster than json_format. Anything else
     takes the general path, so the two always agree."""
@@ -388,7 +389,7 @@ def _field(message: Descriptor, name: str) -> FieldDescriptor | None:
     return None
 
 
-def _query_value(field: FieldDescriptor, raw: str, key: str) -> Any:
+def _query_value(field: FieldDescriptor, raw: str, key: str) -> str | bool:
     is_bool = field.type == FieldDescriptor.TYPE_BOOL or (
         field.message_type is not None and field.message_type.full_name == "google.protobuf.BoolValue"
     )
