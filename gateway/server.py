@@ -22,6 +22,7 @@ from gateway.core.access import AccessService
 from gateway.core.delivery import DeliveryService
 from gateway.core.expiration import Janitor
 from gateway.core.resources import ResourceStore
+from gateway.core.schemas import SchemaService
 from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
@@ -31,13 +32,14 @@ from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
 from gateway.kafka.supervisor import BrokerSupervisor
 from gateway.push.manager import PushManager
+from gateway.schemas import SchemaCache
 from gateway.security import iam
 from gateway.security.authn import Authenticator
 from gateway.security.peer import PeerTokens
 from gateway.security.tls import GatewayTls, TlsFiles
 from gateway.settings import Settings, SettingsError
 from gateway.translate import names
-from gateway.wire import grpc_api, rest
+from gateway.wire import grpc_api, grpc_schemas, rest
 from gateway.wire.access import CallGuard
 from gateway.wire.connections import files_needed, grpc_options, raise_file_limit
 from gateway.wire.peers import GrpcPeers
@@ -109,6 +111,7 @@ class Gateway:
         self.snapshots: SnapshotService
         self.push: PushManager
         self.access: AccessService
+        self.schemas: SchemaService
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
@@ -151,6 +154,7 @@ class Gateway:
 
         server = grpc.aio.server(options=grpc_options(s), maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs)
         snapshots = SnapshotService(store, admin, producer, config, s.max_snapshots_per_project)
+        schemas = SchemaService(store, SchemaCache(), s.max_schemas_per_project)
         janitor = Janitor(
             store,
             subs.delete,
@@ -163,7 +167,7 @@ class Gateway:
         await janitor.start()
         stack.push_async_callback(janitor.stop)
         self.store, self.topics, self.subscriptions = store, topics, subs
-        self.delivery, self.snapshots = delivery, snapshots
+        self.delivery, self.snapshots, self.schemas = delivery, snapshots, schemas
         push = self.push = PushManager(s, store, delivery, admin, producer, config)
         stack.push_async_callback(push.keys.stop)
         await push.start_keys()
@@ -173,7 +177,8 @@ class Gateway:
         publisher = grpc_api.Publisher(guard, topics, subs, snapshots)
         subscriber = grpc_api.Subscriber(guard, subs, delivery, snapshots)
         iam_policy = grpc_api.IamPolicy(guard, self.access)
-        grpc_api.add_to_server(server, publisher, subscriber, iam_policy)
+        schema_servicer = grpc_schemas.Schemas(guard, schemas)
+        grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)
         shared: SharedPort | None = None
         if s.shares_port:
             shared = await self._shared_port(server, tls)
@@ -196,7 +201,12 @@ class Gateway:
         self._server = server
         stack.push_async_callback(server.stop, s.shutdown_grace_seconds)
         app = rest.create_app(
-            {publisher.SERVICE: publisher, subscriber.SERVICE: subscriber, iam_policy.SERVICE: iam_policy},
+            {
+                publisher.SERVICE: publisher,
+                subscriber.SERVICE: subscriber,
+                iam_policy.SERVICE: iam_policy,
+                schema_servicer.SERVICE: schema_servicer,
+            },
             body_timeout=s.http_body_timeout_seconds,
         )
         push.add_routes(app)  # the key set of push tokens, on the REST port

@@ -1,5 +1,5 @@
-"""The gRPC wire: the Publisher, Subscriber and IAMPolicy servicers. SchemaService is not
-served: gRPC answers its calls UNIMPLEMENTED, as for any service not registered.
+"""The gRPC wire: the Publisher, Subscriber and IAMPolicy servicers, and the registration of
+every served service (SchemaService's servicer is in grpc_schemas.py).
 
 Handlers only translate between protos and core calls. `_guard` runs each: it admits the call
 (authentication and IAM, wire/access.py) and turns core errors into gRPC statuses, the one
@@ -24,6 +24,7 @@ from google.rpc import error_details_pb2, status_pb2
 from gateway._pb import _pool
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
+from gateway._pb.google.pubsub.v1 import schema_pb2
 from gateway.core import exactly_once
 from gateway.core.access import AccessService
 from gateway.core.delivery import DeliveryService
@@ -438,9 +439,9 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
 
 
 class IamPolicy(Servicer):
-    """google.iam.v1.IAMPolicy for topics, subscriptions, snapshots (and schemas, of which
-    none exist until the schema service is served): served beside Publisher and Subscriber, as
-    Google serves it, so the official clients' get_iam_policy and the like work."""
+    """google.iam.v1.IAMPolicy for topics, subscriptions, snapshots and schemas: served beside
+    Publisher and Subscriber, as Google serves it, so the official clients' get_iam_policy and
+    the like work."""
 
     SERVICE = "google.iam.v1.IAMPolicy"
 
@@ -520,11 +521,14 @@ def _register(server: grpc.aio.Server, desc: ServiceDescriptor, servicer: object
 
 
 IAM_SERVICE: ServiceDescriptor = iam_policy_pb2.DESCRIPTOR.services_by_name["IAMPolicy"]
+SCHEMA_SERVICE: ServiceDescriptor = schema_pb2.DESCRIPTOR.services_by_name["SchemaService"]
 
 
 def add_to_server(
-    server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber, iam: IamPolicy
+    server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber, iam: IamPolicy, schemas: Servicer
 ) -> None:
+    """Serve the four services; `schemas` is grpc_schemas.Schemas (which imports this module)."""
     _register(server, pb.DESCRIPTOR.services_by_name["Publisher"], publisher)
     _register(server, pb.DESCRIPTOR.services_by_name["Subscriber"], subscriber)
     _register(server, IAM_SERVICE, iam)
+    _register(server, SCHEMA_SERVICE, schemas)
