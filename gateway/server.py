@@ -25,6 +25,7 @@ from gateway.core.resources import ResourceStore
 from gateway.core.schemas import SchemaService
 from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
+from gateway.core.topic_schemas import TopicSchemas
 from gateway.core.topics import TopicService
 from gateway.kafka.acls import GROUP_OPERATIONS
 from gateway.kafka.admin import Admin, check_connection
@@ -145,7 +146,8 @@ class Gateway:
         stack.push_async_callback(store.stop)
         # ... and so do the groups': every group is `<prefix>.<something>`, the janitor's too.
         await admin.check_group_access(f"{s.internal_prefix}.janitor", GROUP_OPERATIONS)
-        topics = TopicService(s, store, admin, producer)
+        schemas = SchemaService(store, SchemaCache(), s.max_schemas_per_project)
+        topics = TopicService(s, store, admin, producer, TopicSchemas(schemas))
         subs = SubscriptionService(s, store, admin, producer)
         stack.push_async_callback(subs.stop)
         delivery = DeliveryService(s, store, producer, config, admin)
@@ -154,7 +156,6 @@ class Gateway:
 
         server = grpc.aio.server(options=grpc_options(s), maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs)
         snapshots = SnapshotService(store, admin, producer, config, s.max_snapshots_per_project)
-        schemas = SchemaService(store, SchemaCache(), s.max_schemas_per_project)
         janitor = Janitor(
             store,
             subs.delete,

@@ -24,7 +24,7 @@ import dataclasses
 import logging
 import uuid
 
-from gateway._pb.google.pubsub.v1 import schema_pb2
+from gateway._pb.google.pubsub.v1 import pubsub_pb2, schema_pb2
 from gateway.clock import now_ms
 from gateway.core.paging import page
 from gateway.core.resources import (
@@ -45,6 +45,7 @@ from gateway.errors import (
     quote,
 )
 from gateway.schemas import (
+    DELETED_SCHEMA,
     MAX_REVISIONS_PER_SCHEMA,
     CompiledSchema,
     Encoding,
@@ -313,6 +314,13 @@ class SchemaService:
             rev = self._store.get("schema_revision", rev_name)
             if rev is not None and rev.meta.schema_uid == head.meta.uid:
                 await self._store.delete("schema_revision", rev_name)
+        # Topics that name it show it deleted, as Pub/Sub's do; publishing to them is refused.
+        for topic in list(self._store.all("topic")):
+            if topic.proto.schema_settings.schema == target:
+                proto = pubsub_pb2.Topic()
+                proto.CopyFrom(topic.proto)
+                proto.schema_settings.schema = DELETED_SCHEMA
+                await self._store.update(dataclasses.replace(topic, proto=proto))
         log.info("deleted schema %s (%d revisions)", target, len(head.meta.revisions))
 
 

@@ -33,6 +33,10 @@ class TopicMeta:
     # The Kafka topic existed before (label `kafka-topic`): deleting the topic keeps it.
     adopted: bool = False
     iam_policy: str = ""  # a serialized google.iam.v1.Policy, base64 (core/access.py)
+    # schema_settings' first and last revision as their commit numbers (SchemaRevisionMeta.seq;
+    # 0: no bound), so that a bound outlives the deletion of its revision (core/topic_schemas.py)
+    schema_first_seq: int = 0
+    schema_last_seq: int = 0
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
