@@ -367,3 +367,26 @@ def test_a_second_gateway_serves_the_schemas(
             "encoding": Encoding.JSON,
         }
     )
+
+
+def test_revisions_of_300_kib_fit_kafkas_stock_record_limit(
+    gw: InProcessGateway, client: Any, project: str
+) -> None:
+    """Each revision is a record of its own: the largest definitions Pub/Sub takes, several
+    revisions of them, stay within the suite broker's stock 1 MB max.message.bytes."""
+
+    def big(pad: str) -> str:
+        text = json.dumps(
+            {"type": "record", "name": "Big", "doc": "", "fields": [{"name": "a", "type": "int"}]}
+        )
+        return text.replace('"doc": ""', f'"doc": "{pad * (300 * 1024 - len(text) - 50)}"')
+
+    definitions = [big(c) for c in "xyz"]
+    assert all(290 * 1024 < len(d.encode()) <= 300 * 1024 for d in definitions)
+    made = _create(client, project, "big", Schema.Type.AVRO, definitions[0])
+    for text in definitions[1:]:
+        client.commit_schema(name=made.name, schema=Schema(type_=Schema.Type.AVRO, definition=text))
+    full = list(client.list_schema_revisions(request={"name": made.name, "view": SchemaView.FULL}))
+    assert [r.definition for r in full] == definitions[::-1]
+    with pytest.raises(exceptions.InvalidArgument):  # past 300 KiB
+        _create(client, project, "too-big", Schema.Type.AVRO, big("x") + " " * 100)
