@@ -6,6 +6,7 @@ made."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -390,3 +391,40 @@ def test_revisions_of_300_kib_fit_kafkas_stock_record_limit(
     assert [r.definition for r in full] == definitions[::-1]
     with pytest.raises(exceptions.InvalidArgument):  # past 300 KiB
         _create(client, project, "too-big", Schema.Type.AVRO, big("x") + " " * 100)
+
+
+def test_concurrent_commits_through_two_gateways_are_all_kept_in_one_order(
+    gw: InProcessGateway, other: InProcessGateway, client: Any, project: str
+) -> None:
+    """Each commit is a compare-and-set of the schema's record: commits racing through two
+    processes are decided by log order, none is lost, and both processes list the same order."""
+    made = _create(client, project, "raced", Schema.Type.AVRO, AVRO)
+    deadline = time.monotonic() + 10
+    while other.gateway.store.get("schema", made.name) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def commit_five(target: pubsub_v1.SchemaServiceClient) -> None:
+        try:
+            for _ in range(5):
+                schema = Schema(type_=Schema.Type.AVRO, definition=AVRO_2)
+                results.append(target.commit_schema(name=made.name, schema=schema).revision_id)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=commit_five, args=(c,)) for c in (client, other.schema_client())]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    assert len(set(results)) == 10
+    mine = [r.revision_id for r in client.list_schema_revisions(name=made.name)]
+    deadline = time.monotonic() + 10
+    theirs: list[str] = []
+    while theirs != mine and time.monotonic() < deadline:
+        theirs = [r.revision_id for r in other.schema_client().list_schema_revisions(name=made.name)]
+        time.sleep(0.1)
+    assert mine == theirs and len(mine) == 11 and set(results) <= set(mine)
+    assert mine[-1] == made.revision_id
