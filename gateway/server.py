@@ -25,7 +25,7 @@ from gateway.core.resources import ResourceStore
 from gateway.core.schemas import SchemaService
 from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
-from gateway.core.topic_schemas import TopicSchemas
+from gateway.core.topic_schemas import SchemaMarks, TopicSchemas
 from gateway.core.topics import TopicService
 from gateway.kafka.acls import GROUP_OPERATIONS
 from gateway.kafka.admin import Admin, check_connection
@@ -176,7 +176,7 @@ class Gateway:
         self.access = AccessService(store, await asyncio.to_thread(_project_policies, s))
         guard = CallGuard(self.access, await self._authenticator(), peer_tokens)
         publisher = grpc_api.Publisher(guard, topics, subs, snapshots)
-        subscriber = grpc_api.Subscriber(guard, subs, delivery, snapshots)
+        subscriber = grpc_api.Subscriber(guard, subs, delivery, snapshots, SchemaMarks(store))
         iam_policy = grpc_api.IamPolicy(guard, self.access)
         schema_servicer = grpc_schemas.Schemas(guard, schemas)
         grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)

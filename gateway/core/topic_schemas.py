@@ -9,6 +9,9 @@ Pub/Sub documents. A message is valid if it matches one allowed revision, tried 
 to the oldest; the publish then adds the attributes `googclient_schemaname`,
 `googclient_schemaencoding` and `googclient_schemarevisionid` (the revision it matched). One
 message that matches none refuses the whole request with INVALID_ARGUMENT.
+
+`SchemaMarks` rewrites those attributes as messages are delivered, once their schema or revision
+is deleted (`_deleted-schema_`, `_deleted-schema-revision_`), as Pub/Sub's subscribers see them.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
-from gateway.core.resources import StoredSchema, StoredSchemaRevision, StoredTopic
+from gateway.core.resources import ResourceStore, StoredSchema, StoredSchemaRevision, StoredTopic
 from gateway.core.schemas import SchemaService
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound, quote
 from gateway.schemas import (
     ATTR_SCHEMA_ENCODING,
     ATTR_SCHEMA_NAME,
     ATTR_SCHEMA_REVISION_ID,
+    DELETED_REVISION,
     DELETED_SCHEMA,
     CompiledSchema,
     Encoding,
@@ -136,3 +140,23 @@ def _match(
                 f"{form.name} of {schema}: {first_error.message})."
             )
     return out
+
+
+class SchemaMarks:
+    """The schema attributes of a message about to be delivered, as they read now: the gateway
+    alone sets `googclient_*` attributes (publishers may not send `goog` keys), so a message that
+    has them was validated; its schema or revision may have been deleted since."""
+
+    def __init__(self, store: ResourceStore) -> None:
+        self._store = store
+
+    def apply(self, attributes: dict[str, str]) -> None:
+        name = attributes.get(ATTR_SCHEMA_NAME)
+        if name is None or name == DELETED_SCHEMA:
+            return
+        head = self._store.get("schema", name)
+        revision = attributes.get(ATTR_SCHEMA_REVISION_ID)
+        if head is None:
+            attributes[ATTR_SCHEMA_NAME] = DELETED_SCHEMA
+        if revision is not None and (head is None or revision not in head.meta.revisions):
+            attributes[ATTR_SCHEMA_REVISION_ID] = DELETED_REVISION

@@ -32,6 +32,7 @@ from gateway.core.runner import Delivery
 from gateway.core.snapshots import SnapshotService, check_seek_target
 from gateway.core.streams import Confirmation, StreamSession, check_modacks
 from gateway.core.subscriptions import SubscriptionService
+from gateway.core.topic_schemas import SchemaMarks
 from gateway.core.topics import TopicService
 from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
 from gateway.translate import limits, records
@@ -149,11 +150,14 @@ def _guard(fn: Handler[S, M, R]) -> Callable[[S, M | Undecodable, Context], Awai
 
 
 def add_received(
-    into: RepeatedCompositeFieldContainer[pb.ReceivedMessage], deliveries: list[Delivery]
+    into: RepeatedCompositeFieldContainer[pb.ReceivedMessage],
+    deliveries: list[Delivery],
+    marks: SchemaMarks | None = None,
 ) -> None:
     """Append deliveries to a response's `received_messages`, filling each message in place:
     passing built submessages to constructors copies them, and the copies serialize several
-    times slower (this is most of the gateway's cost per delivered message)."""
+    times slower (this is most of the gateway's cost per delivered message). `marks` rewrites
+    the schema attributes of messages whose schema or revision was deleted."""
     add = into.add
     for d in deliveries:
         r = d.record
@@ -164,6 +168,8 @@ def add_received(
             msg.message_id = records.message_id(r.partition, r.offset)
         else:
             view = records.to_message(r)
+            if marks is not None:
+                marks.apply(view.attributes)
             msg.data = view.data
             msg.message_id = view.message_id
             msg.ordering_key = view.ordering_key
@@ -254,11 +260,13 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
         subscriptions: SubscriptionService,
         delivery: DeliveryService,
         snapshots: SnapshotService,
+        marks: SchemaMarks | None = None,
     ) -> None:
         super().__init__(guard)
         self._subs = subscriptions
         self._delivery = delivery
         self._snapshots = snapshots
+        self._marks = marks
 
     @_guard
     async def CreateSubscription(self, request: pb.Subscription, context: Context) -> pb.Subscription:
@@ -311,7 +319,7 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
             wait = min(wait, max(0.0, remaining - PULL_DEADLINE_MARGIN))
         got = await self._delivery.pull(request.subscription, request.max_messages, wait)
         response = pb.PullResponse()
-        add_received(response.received_messages, got)
+        add_received(response.received_messages, got, self._marks)
         return response
 
     async def StreamingPull(
@@ -341,7 +349,7 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
                             message_ordering_enabled=ordered,
                         ),
                     )
-                    add_received(response.received_messages, out.deliveries)
+                    add_received(response.received_messages, out.deliveries, self._marks)
                     _confirm(response, out.confirmations)
                     yield response
             finally:

@@ -123,7 +123,7 @@ def test_the_revision_range_bounds_what_validates(gw: InProcessGateway, project:
     client.delete_schema_revision(name=f"{v1.name}@{v2.revision_id}")
     _publish(gw, only_new, OLD)  # v3 accepts it
     matched = {m.data: m.attributes["googclient_schemarevisionid"] for m in _delivered(gw, only_new, 2)}
-    assert matched == {NEW: v2.revision_id, OLD: v3.revision_id}
+    assert matched == {NEW: "_deleted-schema-revision_", OLD: v3.revision_id}  # v2 is gone
     client.delete_schema_revision(name=f"{v1.name}@{v1.revision_id}")
     with pytest.raises(exceptions.FailedPrecondition, match="No revision"):
         _publish(gw, only_old, OLD)
@@ -181,3 +181,24 @@ def test_a_schema_added_by_update_and_a_deleted_schema(gw: InProcessGateway, pro
         _publish(gw, topic, b"\x08\x01")
     encodings = {m.data: m.attributes.get("googclient_schemaencoding") for m in _delivered(gw, topic, 2)}
     assert encodings == {b"anything": None, b"\x08\x01": "BINARY"}
+
+
+def test_delivered_messages_show_a_deleted_revision_and_schema(gw: InProcessGateway, project: str) -> None:
+    v1, v2 = _schema(gw, project, V1, V2)
+    topic = _topic(gw, project, schema=v1.name, encoding=Encoding.JSON)
+    _publish(gw, topic, OLD, NEW)
+    client = gw.schema_client()
+    client.delete_schema_revision(name=f"{v1.name}@{v1.revision_id}")
+    shown = {m.data: dict(m.attributes) for m in _delivered(gw, topic, 2)}
+    assert shown[OLD]["googclient_schemarevisionid"] == "_deleted-schema-revision_"
+    assert shown[NEW]["googclient_schemarevisionid"] == v2.revision_id
+    assert shown[NEW]["googclient_schemaname"] == v1.name
+
+    _publish(gw, topic, NEW)
+    client.delete_schema(name=v1.name)
+    (last,) = _delivered(gw, topic, 1)
+    assert dict(last.attributes) == {
+        "googclient_schemaname": "_deleted-schema_",
+        "googclient_schemaencoding": "JSON",
+        "googclient_schemarevisionid": "_deleted-schema-revision_",
+    }

@@ -1,13 +1,18 @@
-"""Which allowed revision a published message matches (core/topic_schemas.py, pure)."""
+"""Which allowed revision a published message matches, and how a delivered one shows a
+deleted schema or revision (core/topic_schemas.py)."""
 
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 import pytest
 
-from gateway.core.topic_schemas import _match
+from gateway._pb.google.pubsub.v1 import schema_pb2
+from gateway.core.resources import Resource, ResourceStore
+from gateway.core.topic_schemas import SchemaMarks, _match
 from gateway.schemas import Encoding, SchemaError, SchemaType, compile_schema
+from gateway.translate.meta import SchemaMeta
 
 V1 = compile_schema(
     SchemaType.AVRO, json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
@@ -38,3 +43,45 @@ def test_a_message_matching_no_revision_names_itself_and_the_first_reason() -> N
     ) as caught:
         _match(NEWEST_FIRST, [b'{"a": 1}', b'{"a": "one"}'], Encoding.JSON, "s")
     assert caught.value.code.name == "INVALID_ARGUMENT"
+
+
+class _Store:
+    """What SchemaMarks reads of the resource store: one schema with two revisions."""
+
+    def get(self, kind: str, name: str) -> Any:
+        assert kind == "schema"
+        if name != "projects/p/schemas/s":
+            return None
+        return Resource(name, schema_pb2.Schema(), SchemaMeta("u", ("rev1", "rev2")))
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ({"k": "v"}, {"k": "v"}),  # no schema: untouched
+        (
+            {"googclient_schemaname": "projects/p/schemas/s", "googclient_schemarevisionid": "rev2"},
+            {"googclient_schemaname": "projects/p/schemas/s", "googclient_schemarevisionid": "rev2"},
+        ),
+        (
+            {"googclient_schemaname": "projects/p/schemas/s", "googclient_schemarevisionid": "rev0"},
+            {
+                "googclient_schemaname": "projects/p/schemas/s",
+                "googclient_schemarevisionid": "_deleted-schema-revision_",
+            },
+        ),
+        (
+            {"googclient_schemaname": "projects/p/schemas/gone", "googclient_schemarevisionid": "rev1"},
+            {
+                "googclient_schemaname": "_deleted-schema_",
+                "googclient_schemarevisionid": "_deleted-schema-revision_",
+            },
+        ),
+    ],
+)
+def test_deleted_schemas_and_revisions_are_marked_on_delivery(
+    given: dict[str, str], shown: dict[str, str]
+) -> None:
+    attributes = dict(given)
+    SchemaMarks(cast(ResourceStore, _Store())).apply(attributes)
+    assert attributes == shown
