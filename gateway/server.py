@@ -22,8 +22,10 @@ from gateway.core.access import AccessService
 from gateway.core.delivery import DeliveryService
 from gateway.core.expiration import Janitor
 from gateway.core.resources import ResourceStore
+from gateway.core.schemas import SchemaService
 from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
+from gateway.core.topic_schemas import SchemaMarks, TopicSchemas
 from gateway.core.topics import TopicService
 from gateway.kafka.acls import GROUP_OPERATIONS
 from gateway.kafka.admin import Admin, check_connection
@@ -31,13 +33,14 @@ from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
 from gateway.kafka.supervisor import BrokerSupervisor
 from gateway.push.manager import PushManager
+from gateway.schemas import SchemaCache
 from gateway.security import iam
 from gateway.security.authn import Authenticator
 from gateway.security.peer import PeerTokens
 from gateway.security.tls import GatewayTls, TlsFiles
 from gateway.settings import Settings, SettingsError
 from gateway.translate import names
-from gateway.wire import grpc_api, rest
+from gateway.wire import grpc_api, grpc_schemas, rest
 from gateway.wire.access import CallGuard
 from gateway.wire.connections import files_needed, grpc_options, raise_file_limit
 from gateway.wire.peers import GrpcPeers
@@ -109,6 +112,7 @@ class Gateway:
         self.snapshots: SnapshotService
         self.push: PushManager
         self.access: AccessService
+        self.schemas: SchemaService
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
@@ -142,7 +146,8 @@ class Gateway:
         stack.push_async_callback(store.stop)
         # ... and so do the groups': every group is `<prefix>.<something>`, the janitor's too.
         await admin.check_group_access(f"{s.internal_prefix}.janitor", GROUP_OPERATIONS)
-        topics = TopicService(s, store, admin, producer)
+        schemas = SchemaService(store, SchemaCache(), s.max_schemas_per_project)
+        topics = TopicService(s, store, admin, producer, TopicSchemas(schemas))
         subs = SubscriptionService(s, store, admin, producer)
         stack.push_async_callback(subs.stop)
         delivery = DeliveryService(s, store, producer, config, admin)
@@ -163,7 +168,7 @@ class Gateway:
         await janitor.start()
         stack.push_async_callback(janitor.stop)
         self.store, self.topics, self.subscriptions = store, topics, subs
-        self.delivery, self.snapshots = delivery, snapshots
+        self.delivery, self.snapshots, self.schemas = delivery, snapshots, schemas
         push = self.push = PushManager(s, store, delivery, admin, producer, config)
         stack.push_async_callback(push.keys.stop)
         await push.start_keys()
@@ -171,9 +176,10 @@ class Gateway:
         self.access = AccessService(store, await asyncio.to_thread(_project_policies, s))
         guard = CallGuard(self.access, await self._authenticator(), peer_tokens)
         publisher = grpc_api.Publisher(guard, topics, subs, snapshots)
-        subscriber = grpc_api.Subscriber(guard, subs, delivery, snapshots)
+        subscriber = grpc_api.Subscriber(guard, subs, delivery, snapshots, SchemaMarks(store))
         iam_policy = grpc_api.IamPolicy(guard, self.access)
-        grpc_api.add_to_server(server, publisher, subscriber, iam_policy)
+        schema_servicer = grpc_schemas.Schemas(guard, schemas)
+        grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)
         shared: SharedPort | None = None
         if s.shares_port:
             shared = await self._shared_port(server, tls)
@@ -196,7 +202,12 @@ class Gateway:
         self._server = server
         stack.push_async_callback(server.stop, s.shutdown_grace_seconds)
         app = rest.create_app(
-            {publisher.SERVICE: publisher, subscriber.SERVICE: subscriber, iam_policy.SERVICE: iam_policy},
+            {
+                publisher.SERVICE: publisher,
+                subscriber.SERVICE: subscriber,
+                iam_policy.SERVICE: iam_policy,
+                schema_servicer.SERVICE: schema_servicer,
+            },
             body_timeout=s.http_body_timeout_seconds,
         )
         push.add_routes(app)  # the key set of push tokens, on the REST port

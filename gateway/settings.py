@@ -195,6 +195,9 @@ class Settings:
     max_snapshots_per_project: int = setting(
         5_000, "snapshots per project; more answer RESOURCE_EXHAUSTED (default 5,000)"
     )
+    max_schemas_per_project: int = setting(
+        10_000, "schemas per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)"
+    )
     replication_factor: int = -1
     pull_max_wait_seconds: float = 5.0
     # Longer than a dead group coordinator takes to move (the broker's session, 9 s, and an
@@ -411,6 +414,7 @@ class Settings:
             ("--max-topics-per-project", self.max_topics_per_project),
             ("--max-subscriptions-per-project", self.max_subscriptions_per_project),
             ("--max-snapshots-per-project", self.max_snapshots_per_project),
+            ("--max-schemas-per-project", self.max_schemas_per_project),
         ):
             if value < 1:
                 raise SettingsError(f"{flag} must be at least 1, got {value}")

@@ -1,8 +1,10 @@
-"""IAM policies of topics, subscriptions and snapshots, and the checks of every call.
+"""IAM policies of topics, subscriptions, snapshots and schemas, and the checks of every call.
 
 A resource's policy is stored with the resource itself, in its record of the resource log
 (`meta["iam_policy"]`: the serialized google.iam.v1.Policy, base64), so every process has it
-as soon as it has the resource, and deleting the resource deletes its policy. SetIamPolicy is
+as soon as it has the resource, and deleting the resource deletes its policy. A schema's is in
+the schema's own record (not its revisions'); a revision's name (`.../schemas/S@R`) names its
+schema's policy. SetIamPolicy is
 a compare-and-set against the record it read (`ResourceStore.replace`): two concurrent changes
 cannot both succeed, in one process or several. Project-level bindings come from the file of
 `--iam-policy-file`, read at start.
@@ -29,12 +31,22 @@ from gateway.translate.meta import Kind
 
 log = logging.getLogger(__name__)
 META_KEY = "iam_policy"
-_KINDS: dict[str, Kind] = {"topics": "topic", "subscriptions": "subscription", "snapshots": "snapshot"}
+_KINDS: dict[str, Kind] = {
+    "topics": "topic",
+    "subscriptions": "subscription",
+    "snapshots": "snapshot",
+    "schemas": "schema",
+}
 
 
 def stored_policy(res: AnyResource) -> policy_pb2.Policy | None:
     raw = res.meta.iam_policy
     return policy_pb2.Policy.FromString(base64.b64decode(raw)) if raw else None
+
+
+def _own(name: str) -> str:
+    """The name of the record that holds `name`'s policy: a schema revision's is its schema's."""
+    return name.partition("@")[0]
 
 
 class AccessService:
@@ -47,8 +59,8 @@ class AccessService:
     def _resource(self, name: str) -> tuple[str, AnyResource]:
         kind = iam.kind_of(name)
         stored = _KINDS.get(kind)
-        res = self._store.get(stored, name) if stored is not None else None
-        if res is None:  # schemas: none exist until the schema service is served
+        res = self._store.get(stored, _own(name)) if stored is not None else None
+        if res is None:
             raise NotFound(f"Resource not found (resource={name}).")
         return kind, res
 
@@ -94,7 +106,7 @@ class AccessService:
         out = iam.project_policies(self._projects, name)
         if res is None and name != project:
             kind = _KINDS.get(iam.kind_of(name))
-            res = self._store.get(kind, name) if kind is not None else None
+            res = self._store.get(kind, _own(name)) if kind is not None else None
         if res is not None:
             own = stored_policy(res)
             if own is not None:

@@ -1,4 +1,4 @@
-"""Topics and subscriptions, stored in one compacted single-partition Kafka topic.
+"""Topics, subscriptions, snapshots and schemas, stored in one compacted single-partition Kafka topic.
 
 Every gateway process reads the whole topic at start (before serving) and then follows it, so
 a change made through one process reaches the others within about one poll interval (0.1 s
@@ -27,13 +27,21 @@ from typing import Any, Generic, Literal, Self, TypeVar, cast, overload
 
 from google.protobuf.message import Message
 
-from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway._pb.google.pubsub.v1 import pubsub_pb2, schema_pb2
 from gateway.errors import Aborted, AlreadyExists, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.compacted import CompactedFollower
 from gateway.kafka.producer import Producer
 from gateway.translate import meta as meta_json
-from gateway.translate.meta import Kind, Meta, SnapshotMeta, SubscriptionMeta, TopicMeta
+from gateway.translate.meta import (
+    Kind,
+    Meta,
+    SchemaMeta,
+    SchemaRevisionMeta,
+    SnapshotMeta,
+    SubscriptionMeta,
+    TopicMeta,
+)
 
 log = logging.getLogger(__name__)
 ProtoT = TypeVar("ProtoT", bound=Message)
@@ -89,16 +97,22 @@ class Resource(Generic[ProtoT, MetaT]):
             res = Resource(name, pubsub_pb2.Topic.FromString(raw), meta, op, base)
         elif isinstance(meta, SubscriptionMeta):
             res = Resource(name, pubsub_pb2.Subscription.FromString(raw), meta, op, base)
-        else:
+        elif isinstance(meta, SnapshotMeta):
             res = Resource(name, pubsub_pb2.Snapshot.FromString(raw), meta, op, base)
+        elif isinstance(meta, SchemaMeta):
+            res = Resource(name, schema_pb2.Schema.FromString(raw), meta, op, base)
+        else:
+            res = Resource(name, schema_pb2.Schema.FromString(raw), meta, op, base)
         return res, bool(d["create"])
 
 
 StoredTopic = Resource[pubsub_pb2.Topic, TopicMeta]
 StoredSubscription = Resource[pubsub_pb2.Subscription, SubscriptionMeta]
 StoredSnapshot = Resource[pubsub_pb2.Snapshot, SnapshotMeta]
-AnyResource = StoredTopic | StoredSubscription | StoredSnapshot
-R = TypeVar("R", StoredTopic, StoredSubscription, StoredSnapshot)
+StoredSchema = Resource[schema_pb2.Schema, SchemaMeta]
+StoredSchemaRevision = Resource[schema_pb2.Schema, SchemaRevisionMeta]
+AnyResource = StoredTopic | StoredSubscription | StoredSnapshot | StoredSchema | StoredSchemaRevision
+R = TypeVar("R", StoredTopic, StoredSubscription, StoredSnapshot, StoredSchema, StoredSchemaRevision)
 
 
 def subscription_or_none(res: AnyResource | None) -> StoredSubscription | None:
@@ -187,6 +201,10 @@ class ResourceStore:
     @overload
     def get(self, kind: Literal["snapshot"], name: str) -> StoredSnapshot | None: ...
     @overload
+    def get(self, kind: Literal["schema"], name: str) -> StoredSchema | None: ...
+    @overload
+    def get(self, kind: Literal["schema_revision"], name: str) -> StoredSchemaRevision | None: ...
+    @overload
     def get(self, kind: Kind, name: str) -> AnyResource | None: ...
     def get(self, kind: Kind, name: str) -> AnyResource | None:
         # Every record is held under its own kind (_apply_one), so the overloads hold.
@@ -198,6 +216,8 @@ class ResourceStore:
     def require(self, kind: Literal["subscription"], name: str) -> StoredSubscription: ...
     @overload
     def require(self, kind: Literal["snapshot"], name: str) -> StoredSnapshot: ...
+    @overload
+    def require(self, kind: Literal["schema"], name: str) -> StoredSchema: ...
     def require(self, kind: Kind, name: str) -> AnyResource:
         """The resource, or NOT_FOUND as Pub/Sub words it."""
         res = self.get(kind, name)
@@ -215,6 +235,8 @@ class ResourceStore:
     def all(self, kind: Literal["subscription"]) -> Iterator[StoredSubscription]: ...
     @overload
     def all(self, kind: Literal["snapshot"]) -> Iterator[StoredSnapshot]: ...
+    @overload
+    def all(self, kind: Literal["schema"]) -> Iterator[StoredSchema]: ...
     def all(self, kind: Kind) -> Iterator[AnyResource]:
         return (r for r in self._items.values() if r.kind == kind)
 

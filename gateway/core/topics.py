@@ -20,6 +20,7 @@ from gateway.clock import to_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredTopic
+from gateway.core.topic_schemas import TopicSchemas
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -44,11 +45,19 @@ UPDATABLE = {
 
 
 class TopicService:
-    def __init__(self, settings: Settings, store: ResourceStore, admin: Admin, producer: Producer) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ResourceStore,
+        admin: Admin,
+        producer: Producer,
+        schemas: TopicSchemas,
+    ) -> None:
         self._settings = settings
         self._store = store
         self._admin = admin
         self._producer = producer
+        self._schemas = schemas
         self._undoing: set[asyncio.Task[None]] = set()
 
     def get(self, name: str) -> StoredTopic:
@@ -66,6 +75,7 @@ class TopicService:
         quota = self.quota(name.split("/")[1])
         self._store.check_quota("topic", quota)
         retention = _retention(topic)
+        first, last = self._schema_bounds(topic)
         partitions = self._partitions(topic.labels)
         adopted = ADOPT_LABEL in topic.labels
         if adopted:
@@ -82,7 +92,8 @@ class TopicService:
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(topic)
         proto.state = pubsub_pb2.Topic.State.ACTIVE
-        res = Resource(name, proto, TopicMeta(kafka, partitions, adopted), op=uuid.uuid4().hex)
+        meta = TopicMeta(kafka, partitions, adopted, schema_first_seq=first, schema_last_seq=last)
+        res = Resource(name, proto, meta, op=uuid.uuid4().hex)
         self._store.check_size(res)
         undo, storing = Rollback(f"CreateTopic {name}"), False
         try:
@@ -188,6 +199,13 @@ class TopicService:
                 f"{ADOPT_LABEL}: {kafka}, or delete it from Kafka first"
             )
 
+    def _schema_bounds(self, topic: pubsub_pb2.Topic) -> tuple[int, int]:
+        """A topic's schema_settings checked (core/topic_schemas.py); its revision bounds. Settings
+        with every field empty are no schema."""
+        if topic.schema_settings == pubsub_pb2.SchemaSettings():
+            return 0, 0
+        return self._schemas.check(topic.schema_settings)
+
     def _partitions(self, labels: Mapping[str, str]) -> int:
         raw = labels.get(PARTITIONS_LABEL)
         if raw is None:
@@ -210,10 +228,14 @@ class TopicService:
         for label in (ADOPT_LABEL, PARTITIONS_LABEL):
             if proto.labels.get(label) != res.proto.labels.get(label):
                 raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
+        meta = res.meta
+        if "schema_settings" in mask:
+            first, last = self._schema_bounds(proto)
+            meta = dataclasses.replace(meta, schema_first_seq=first, schema_last_seq=last)
         if "message_retention_duration" in mask:
             config: dict[str, str | None] = {**_retention(proto)} or {"retention.ms": None}  # default
             await self._admin.set_topic_config(res.meta.kafka_topic, config)
-        stored = await self._store.update(dataclasses.replace(res, proto=proto))
+        stored = await self._store.update(dataclasses.replace(res, proto=proto, meta=meta))
         return stored.proto
 
     def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[pubsub_pb2.Topic], str]:
@@ -246,6 +268,8 @@ class TopicService:
         limits.check_publish(messages)
         res = self.get(name)
         self._refuse_reserved(res.meta.kafka_topic, "a topic stored by an older gateway")
+        if res.proto.schema_settings.schema:
+            messages = await self._schemas.stamp(res, messages)
         out = [records.to_record(m.data, m.attributes, m.ordering_key) for m in messages]
         # Records without an ordering key go to any of the partitions the topic had when it
         # was made or adopted (one per call), away from any whose broker is gone.

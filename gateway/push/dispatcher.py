@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from gateway.core.resources import StoredSubscription
     from gateway.core.runner import Delivery
     from gateway.core.streams import StreamOutput, StreamSession
+    from gateway.core.topic_schemas import SchemaMarks
 
 log = logging.getLogger(__name__)
 RECYCLE_SECONDS = 30.0  # a session is reopened at least this often, busy or idle
@@ -76,8 +77,10 @@ class Dispatcher:
         signer: TokenSigner,
         max_window: int,
         max_senders: int,
+        marks: SchemaMarks | None = None,
     ) -> None:
         self.name = res.name
+        self._marks = marks
         self.uid: str = res.meta.uid
         self._delivery = delivery
         self._http = http
@@ -321,7 +324,10 @@ class Dispatcher:
         """(endpoint, request, token, None) pushing `d`, or (..., outcome) when it cannot be sent."""
         target = self.target
         url = target.endpoint
-        request = body.build(self.name, to_message(d.record), d.attempt if self.counted else 0, target)
+        message = to_message(d.record)
+        if self._marks is not None:
+            self._marks.apply(message.attributes)
+        request = body.build(self.name, message, d.attempt if self.counted else 0, target)
         if not url:
             return url, request, None, sender.Outcome(False, "push delivery is paused")
         if not target.oidc_email:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from gateway.core.resources import subscription_or_none
+from gateway.core.topic_schemas import SchemaMarks
 from gateway.push import jwks, sender
 from gateway.push.auth import TokenSigner
 from gateway.push.dispatcher import Dispatcher
@@ -60,6 +61,7 @@ class PushManager:
         self._settings = settings
         self._store = store
         self._delivery = delivery
+        self._marks = SchemaMarks(store)
         self.keys = KeyStore(
             admin,
             producer,
@@ -135,6 +137,7 @@ class PushManager:
             self.signer,
             self._settings.push_max_outstanding,
             self._settings.push_max_connections,
+            self._marks,
         )
         self._dispatchers[name] = dispatcher
         dispatcher.start()

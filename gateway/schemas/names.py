@@ -72,7 +72,9 @@ def split_revision(name: str) -> tuple[SchemaName, RevisionId | None]:
 
 
 def with_revision(name: SchemaName, revision: RevisionId) -> str:
-    """`projects/P/schemas/S@R`: how ListSchemaRevisions' entries and revision lookups name one."""
+    """`projects/P/schemas/S@R`: how requests (GetSchema, DeleteSchemaRevision, ...) and the
+    revision's record in the resource log name one revision. The Schema messages the API returns
+    are named by their schema, with the revision in `revision_id`."""
     return f"{name}{REVISION_SEPARATOR}{revision}"
 
 

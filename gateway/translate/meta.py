@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, TypeVar
 
-Kind = Literal["topic", "subscription", "snapshot"]
+Kind = Literal["topic", "subscription", "snapshot", "schema", "schema_revision"]
 # A snapshot's view of one partition of its subscription: {"w": watermark, "acked": [[start,
 # end], ...]} (core/snapshots.py makes and reads it).
 PartitionAcks = dict[str, Any]
@@ -33,6 +33,10 @@ class TopicMeta:
     # The Kafka topic existed before (label `kafka-topic`): deleting the topic keeps it.
     adopted: bool = False
     iam_policy: str = ""  # a serialized google.iam.v1.Policy, base64 (core/access.py)
+    # schema_settings' first and last revision as their commit numbers (SchemaRevisionMeta.seq;
+    # 0: no bound), so that a bound outlives the deletion of its revision (core/topic_schemas.py)
+    schema_first_seq: int = 0
+    schema_last_seq: int = 0
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -76,12 +80,46 @@ class SnapshotMeta:
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
-Meta = TopicMeta | SubscriptionMeta | SnapshotMeta
-M = TypeVar("M", TopicMeta, SubscriptionMeta, SnapshotMeta)
+@dataclasses.dataclass(frozen=True, slots=True)
+class SchemaMeta:
+    """A schema's own record (`schema/projects/P/schemas/S`): small, whatever its revisions
+    hold. Its revisions are records of their own (`SchemaRevisionMeta`), one per revision, so
+    that 20 revisions of 300 KB each stay within Kafka's 1 MB record limit; this record says
+    which of them make the schema, oldest first, and is changed by compare-and-set
+    (`ResourceStore.replace`), so that concurrent commits and deletions through any process
+    are decided by log order. Counting these records counts schemas, not revisions."""
+
+    KIND: ClassVar[Kind] = "schema"
+
+    uid: str  # tells apart schemas that had the same name: revision records carry it
+    revisions: tuple[str, ...]  # revision ids, oldest first; the last is the latest
+    commits: int = 0  # revisions ever committed: the sequence number of the latest
+    iam_policy: str = ""
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SchemaRevisionMeta:
+    """One revision of a schema (`schema_revision/projects/P/schemas/S@R`); the proto holds its
+    type, definition, id and creation time. A revision counts only while its schema's record
+    (of the same `schema_uid`) lists it: records left behind by an interrupted write are ignored."""
+
+    KIND: ClassVar[Kind] = "schema_revision"
+
+    schema_uid: str
+    seq: int  # its place among the schema's commits (1, 2, ...): ListSchemaRevisions' order
+    iam_policy: str = ""  # unused: policies are the schema's (every kind has the field)
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+Meta = TopicMeta | SubscriptionMeta | SnapshotMeta | SchemaMeta | SchemaRevisionMeta
+M = TypeVar("M", TopicMeta, SubscriptionMeta, SnapshotMeta, SchemaMeta, SchemaRevisionMeta)
 _TYPES: dict[str, type[Meta]] = {
     "topic": TopicMeta,
     "subscription": SubscriptionMeta,
     "snapshot": SnapshotMeta,
+    "schema": SchemaMeta,
+    "schema_revision": SchemaRevisionMeta,
 }
 # Field name -> JSON key, where they differ.
 _RENAMED: dict[str, str] = {"acks": "partitions"}
@@ -97,7 +135,11 @@ def to_json(meta: Meta) -> dict[str, Any]:
     for f in _fields(type(meta)):
         value = getattr(meta, f.name)
         if f.default is dataclasses.MISSING or value != f.default:
-            out[_RENAMED.get(f.name, f.name)] = dict(value) if isinstance(value, Mapping) else value
+            if isinstance(value, Mapping):
+                value = dict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[_RENAMED.get(f.name, f.name)] = value
     return out
 
 
@@ -144,6 +186,9 @@ def _typed(f: dataclasses.Field[Any], value: Any) -> Any:
     elif kind == "str":
         if isinstance(value, str):
             return value
+    elif kind == "tuple[str, ...]":
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return tuple(value)
     elif isinstance(value, Mapping):
         return dict(value)
     raise ValueError(f"{f.name}: expected {kind}, got {value!r}")

@@ -1,5 +1,5 @@
-"""The gRPC wire: the Publisher, Subscriber and IAMPolicy servicers. SchemaService is not
-served: gRPC answers its calls UNIMPLEMENTED, as for any service not registered.
+"""The gRPC wire: the Publisher, Subscriber and IAMPolicy servicers, and the registration of
+every served service (SchemaService's servicer is in grpc_schemas.py).
 
 Handlers only translate between protos and core calls. `_guard` runs each: it admits the call
 (authentication and IAM, wire/access.py) and turns core errors into gRPC statuses, the one
@@ -24,6 +24,7 @@ from google.rpc import error_details_pb2, status_pb2
 from gateway._pb import _pool
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
+from gateway._pb.google.pubsub.v1 import schema_pb2
 from gateway.core import exactly_once
 from gateway.core.access import AccessService
 from gateway.core.delivery import DeliveryService
@@ -31,6 +32,7 @@ from gateway.core.runner import Delivery
 from gateway.core.snapshots import SnapshotService, check_seek_target
 from gateway.core.streams import Confirmation, StreamSession, check_modacks
 from gateway.core.subscriptions import SubscriptionService
+from gateway.core.topic_schemas import SchemaMarks
 from gateway.core.topics import TopicService
 from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
 from gateway.translate import limits, records
@@ -148,11 +150,14 @@ def _guard(fn: Handler[S, M, R]) -> Callable[[S, M | Undecodable, Context], Awai
 
 
 def add_received(
-    into: RepeatedCompositeFieldContainer[pb.ReceivedMessage], deliveries: list[Delivery]
+    into: RepeatedCompositeFieldContainer[pb.ReceivedMessage],
+    deliveries: list[Delivery],
+    marks: SchemaMarks | None = None,
 ) -> None:
     """Append deliveries to a response's `received_messages`, filling each message in place:
     passing built submessages to constructors copies them, and the copies serialize several
-    times slower (this is most of the gateway's cost per delivered message)."""
+    times slower (this is most of the gateway's cost per delivered message). `marks` rewrites
+    the schema attributes of messages whose schema or revision was deleted."""
     add = into.add
     for d in deliveries:
         r = d.record
@@ -163,6 +168,8 @@ def add_received(
             msg.message_id = records.message_id(r.partition, r.offset)
         else:
             view = records.to_message(r)
+            if marks is not None:
+                marks.apply(view.attributes)
             msg.data = view.data
             msg.message_id = view.message_id
             msg.ordering_key = view.ordering_key
@@ -253,11 +260,13 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
         subscriptions: SubscriptionService,
         delivery: DeliveryService,
         snapshots: SnapshotService,
+        marks: SchemaMarks | None = None,
     ) -> None:
         super().__init__(guard)
         self._subs = subscriptions
         self._delivery = delivery
         self._snapshots = snapshots
+        self._marks = marks
 
     @_guard
     async def CreateSubscription(self, request: pb.Subscription, context: Context) -> pb.Subscription:
@@ -310,7 +319,7 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
             wait = min(wait, max(0.0, remaining - PULL_DEADLINE_MARGIN))
         got = await self._delivery.pull(request.subscription, request.max_messages, wait)
         response = pb.PullResponse()
-        add_received(response.received_messages, got)
+        add_received(response.received_messages, got, self._marks)
         return response
 
     async def StreamingPull(
@@ -340,7 +349,7 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
                             message_ordering_enabled=ordered,
                         ),
                     )
-                    add_received(response.received_messages, out.deliveries)
+                    add_received(response.received_messages, out.deliveries, self._marks)
                     _confirm(response, out.confirmations)
                     yield response
             finally:
@@ -438,9 +447,9 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
 
 
 class IamPolicy(Servicer):
-    """google.iam.v1.IAMPolicy for topics, subscriptions, snapshots (and schemas, of which
-    none exist until the schema service is served): served beside Publisher and Subscriber, as
-    Google serves it, so the official clients' get_iam_policy and the like work."""
+    """google.iam.v1.IAMPolicy for topics, subscriptions, snapshots and schemas: served beside
+    Publisher and Subscriber, as Google serves it, so the official clients' get_iam_policy and
+    the like work."""
 
     SERVICE = "google.iam.v1.IAMPolicy"
 
@@ -520,11 +529,14 @@ def _register(server: grpc.aio.Server, desc: ServiceDescriptor, servicer: object
 
 
 IAM_SERVICE: ServiceDescriptor = iam_policy_pb2.DESCRIPTOR.services_by_name["IAMPolicy"]
+SCHEMA_SERVICE: ServiceDescriptor = schema_pb2.DESCRIPTOR.services_by_name["SchemaService"]
 
 
 def add_to_server(
-    server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber, iam: IamPolicy
+    server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber, iam: IamPolicy, schemas: Servicer
 ) -> None:
+    """Serve the four services; `schemas` is grpc_schemas.Schemas (which imports this module)."""
     _register(server, pb.DESCRIPTOR.services_by_name["Publisher"], publisher)
     _register(server, pb.DESCRIPTOR.services_by_name["Subscriber"], subscriber)
     _register(server, IAM_SERVICE, iam)
+    _register(server, SCHEMA_SERVICE, schemas)

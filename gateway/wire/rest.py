@@ -1,4 +1,5 @@
-"""The REST/JSON wire: every `google.api.http` binding of Publisher and Subscriber, on aiohttp.
+"""The REST/JSON wire: every `google.api.http` binding of Publisher, Subscriber and
+SchemaService (and IAMPolicy's, as Pub/Sub binds them), on aiohttp.
 
 Routes come from the protos (rest_routes.py); each request becomes the RPC's request proto
 (rest_json.py) and goes to the very servicer method the gRPC wire calls, with a small context
@@ -30,7 +31,7 @@ from google.rpc import (
     status_pb2,
 )
 
-from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway._pb.google.pubsub.v1 import pubsub_pb2, schema_pb2
 from gateway.errors import Code
 from gateway.wire import openapi, rest_json, rest_routes
 from gateway.wire.access import Context
@@ -181,6 +182,7 @@ class RestApi:
     def __init__(self, servicers: Mapping[str, object], body_timeout: float) -> None:
         self.body_timeout = body_timeout
         services = [pubsub_pb2.DESCRIPTOR.services_by_name[name] for name in SERVICES]
+        services.append(schema_pb2.DESCRIPTOR.services_by_name["SchemaService"])
         table = rest_routes.routes(services) + rest_routes.iam_routes(IAM_SERVICE)
         self.router = rest_routes.Router(table)
         self.calls: dict[str, Call] = {r.name: getattr(servicers[r.service], r.method.name) for r in table}

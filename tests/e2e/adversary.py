@@ -87,10 +87,22 @@ _METHODS = {
         "DeleteSnapshot",
         "Seek",
     ],
+    "SchemaService": [
+        "CreateSchema",
+        "GetSchema",
+        "ListSchemas",
+        "ListSchemaRevisions",
+        "CommitSchema",
+        "RollbackSchema",
+        "DeleteSchemaRevision",
+        "DeleteSchema",
+        "ValidateSchema",
+        "ValidateMessage",
+    ],
 }
 # Statuses no request may ever get: a client mistake is never the server's fault (UNKNOWN,
 # INTERNAL), never worth retrying (UNAVAILABLE, DEADLINE_EXCEEDED: the official clients retry
-# those for a minute), and every method of the two services is served.
+# those for a minute), and every method of the three services is served.
 FORBIDDEN = frozenset(
     {
         grpc.StatusCode.UNKNOWN,
@@ -108,8 +120,8 @@ MAX_DETAILS = 4096  # a status message longer than this would echo the request b
 
 
 def methods() -> list[Method]:
-    """Every method of Publisher and Subscriber, listed by hand with its request type (all 25;
-    test_adversarial checks each against what the gateway answers)."""
+    """Every method of Publisher, Subscriber and SchemaService, listed by hand with its request
+    type (all 35; test_adversarial checks each against what the gateway answers)."""
     out = []
     for service, entries in _METHODS.items():
         for entry in entries:
@@ -296,6 +308,23 @@ class Observer:
                 "snapshots",
             )
         )
+        schemas = dict(
+            self._list(
+                "/google.pubsub.v1.SchemaService/ListSchemas",
+                pb.ListSchemasRequest(parent=project, view=pubsub_types.SchemaView.FULL),
+                pb.ListSchemasResponse,
+                "schemas",
+            )
+        )
+        resources.update(schemas)
+        for schema in schemas:  # every revision, not only the latest
+            revisions = self._list(
+                "/google.pubsub.v1.SchemaService/ListSchemaRevisions",
+                pb.ListSchemaRevisionsRequest(name=schema, view=pubsub_types.SchemaView.FULL),
+                pb.ListSchemaRevisionsResponse,
+                "schemas",
+            )
+            resources.update((f"{schema} revision {i}", body) for i, (_, body) in enumerate(revisions))
         metadata = self._consumer.list_topics(timeout=CALL_TIMEOUT)
         ends: dict[tuple[str, int], int] = {}
         for topic, meta in metadata.topics.items():
@@ -401,18 +430,24 @@ class Refs:
     subscription: str
     snapshot: str
     fresh: Callable[[str], str]
+    schema: str = ""
+    revision: str = ""  # of `schema`
 
     def names(self, field: str, method: str) -> st.SearchStrategy[str]:
         destructive = method.startswith(("Delete", "Detach"))
-        absent = st.builds(self.fresh, st.sampled_from(["topics", "subscriptions", "snapshots"]))
+        absent = st.builds(self.fresh, st.sampled_from(["topics", "subscriptions", "snapshots", "schemas"]))
         existing = {
             "topic": self.topic,
             "dead_letter_topic": self.topic,
             "subscription": self.subscription,
             "snapshot": self.snapshot,
             "project": f"projects/{self.project}",
+            "parent": f"projects/{self.project}",
+            "revision_id": self.revision,
         }
-        if field == "name" and method.startswith("Create"):
+        if method.endswith(("Schema", "Schemas", "SchemaRevisions", "Message")) and field == "name":
+            existing["name"] = self.schema
+        if field == "name" and method in ("CreateTopic", "CreateSubscription", "CreateSnapshot"):
             kind = {
                 "CreateTopic": "topics",
                 "CreateSubscription": "subscriptions",
@@ -430,7 +465,9 @@ def request(method: Method, refs: Refs) -> st.SearchStrategy[bytes]:
     return _message(method.input_type, refs, method.name, depth=0).map(lambda m: m.SerializeToString())
 
 
-NAME_FIELDS = frozenset({"name", "topic", "subscription", "snapshot", "project", "dead_letter_topic"})
+NAME_FIELDS = frozenset(
+    {"name", "topic", "subscription", "snapshot", "project", "dead_letter_topic", "parent"}
+)
 
 
 def _field(
@@ -440,7 +477,8 @@ def _field(
     if field.type == t.TYPE_MESSAGE:
         return _message(field.message_type, refs, method, depth + 1)
     if field.type == t.TYPE_STRING:
-        return refs.names(field.name, method) if field.name in NAME_FIELDS else text()
+        named = field.name in NAME_FIELDS or field.name == "revision_id"
+        return refs.names(field.name, method) if named else text()
     if field.type == t.TYPE_BYTES:
         return st.binary(max_size=64)
     if field.type == t.TYPE_BOOL:

@@ -1,4 +1,4 @@
-"""The standing adversarial suite: every RPC of Publisher and Subscriber, called the way a careless
+"""The standing adversarial suite: every RPC of Publisher, Subscriber and SchemaService, called the way a careless
 or hostile client can, over gRPC (raw bytes) and REST.
 
 Every probe checks three things:
@@ -41,8 +41,9 @@ from tests.e2e.clients import clients
 from tests.gateways import GatewayProcess
 
 pytestmark = pytest.mark.integration
-RANDOM_PER_METHOD = 20  # 25 methods: 500 random requests, ~2 minutes with the state checks
-TOPIC_ID, SUBSCRIPTION_ID, SNAPSHOT_ID = "topic", "subscription", "snapshot"
+RANDOM_PER_METHOD = 20  # 35 methods: 700 random requests, ~3 minutes with the state checks
+TOPIC_ID, SUBSCRIPTION_ID, SNAPSHOT_ID, SCHEMA_ID = "topic", "subscription", "snapshot", "schema"
+AVRO = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
 
 
 @dataclasses.dataclass
@@ -76,7 +77,8 @@ def arena(kafka_bootstrap: str, log_dir: Path) -> Iterator[Arena]:
 
 
 def _arena(gw: GatewayProcess, kafka_bootstrap: str, log_dir: Path, prefix: str, project: str) -> Arena:
-    """A topic of 20 messages, a subscription of it and a snapshot: what requests reach for."""
+    """A topic of 20 messages, a subscription of it, a snapshot and an Avro schema: what requests
+    reach for."""
     pub, sub = clients(gw)
     topic = f"projects/{project}/topics/{TOPIC_ID}"
     subscription = f"projects/{project}/subscriptions/{SUBSCRIPTION_ID}"
@@ -93,8 +95,22 @@ def _arena(gw: GatewayProcess, kafka_bootstrap: str, log_dir: Path, prefix: str,
 
     project_topics = gw_names.kafka_topic_for(gw_names.TopicName(topic))[: -len(TOPIC_ID)]
     channel = grpc.insecure_channel(gw.address, options=[("grpc.max_receive_message_length", -1)])
+    create_schema = channel.unary_unary(
+        "/google.pubsub.v1.SchemaService/CreateSchema",
+        request_serializer=lambda m: m.SerializeToString(),
+        response_deserializer=pb.Schema.FromString,
+    )
+    schema = create_schema(
+        pb.CreateSchemaRequest(
+            parent=f"projects/{project}",
+            schema_id=SCHEMA_ID,
+            schema=pb.Schema(type_=pb.Schema.Type.AVRO, definition=AVRO),
+        ),
+        timeout=30,
+    )
     observer = Observer(channel, kafka_bootstrap, project, (prefix, project_topics), f"{prefix}.")
-    return Arena(gw, Refs(project, topic, subscription, snapshot, fresh), channel, observer, log_dir)
+    refs = Refs(project, topic, subscription, snapshot, fresh, schema.name, schema.revision_id)
+    return Arena(gw, refs, channel, observer, log_dir)
 
 
 class Prober:
@@ -172,8 +188,10 @@ class Prober:
 def valid_request(method: str, refs: Refs) -> pb_message.Message:
     """A request the API accepts (for destructive methods: one naming what does not exist, so
     that no mutation of it can destroy the arena)."""
-    t, s, n = refs.topic, refs.subscription, refs.snapshot
-    gone = {k: refs.fresh(k) for k in ("topics", "subscriptions", "snapshots")}
+    t, s, n, schema = refs.topic, refs.subscription, refs.snapshot, refs.schema
+    gone = {k: refs.fresh(k) for k in ("topics", "subscriptions", "snapshots", "schemas")}
+    parent = f"projects/{refs.project}"
+    avro = pb.Schema(type_=pb.Schema.Type.AVRO, definition=AVRO)
     requests: dict[str, pb_message.Message] = {
         "CreateTopic": pb.Topic(name=refs.fresh("topics"), labels={"team": "a"}),
         "UpdateTopic": pb.UpdateTopicRequest(
@@ -215,6 +233,23 @@ def valid_request(method: str, refs: Refs) -> pb_message.Message:
         ),
         "DeleteSnapshot": pb.DeleteSnapshotRequest(snapshot=gone["snapshots"]),
         "Seek": pb.SeekRequest(subscription=s, snapshot=gone["snapshots"]),
+        "CreateSchema": pb.CreateSchemaRequest(
+            parent=parent, schema_id=gone["schemas"].rsplit("/", 1)[1], schema=avro
+        ),
+        "GetSchema": pb.GetSchemaRequest(name=f"{schema}@{refs.revision}", view=2),  # FULL
+        "ListSchemas": pb.ListSchemasRequest(parent=parent, view=1, page_size=5),  # BASIC
+        "ListSchemaRevisions": pb.ListSchemaRevisionsRequest(name=schema, page_size=5),
+        "CommitSchema": pb.CommitSchemaRequest(name=schema, schema=avro),
+        "RollbackSchema": pb.RollbackSchemaRequest(name=schema, revision_id=refs.revision),
+        "DeleteSchemaRevision": pb.DeleteSchemaRevisionRequest(name=f"{gone['schemas']}@0a0b0c0d"),
+        "DeleteSchema": pb.DeleteSchemaRequest(name=gone["schemas"]),
+        "ValidateSchema": pb.ValidateSchemaRequest(parent=parent, schema=avro),
+        "ValidateMessage": pb.ValidateMessageRequest(
+            parent=parent,
+            name=schema,
+            message=b'{"a": 1}',
+            encoding=1,  # JSON
+        ),
     }
     return requests[method]
 
@@ -379,6 +414,27 @@ def _rest_probes(refs: Refs) -> list[tuple[str, str, str, dict[str, str], bytes]
         ("seek to year 1", "POST", f"/v1/projects/{s}:seek", j, b'{"time": "0001-01-01T00:00:00Z"}'),
         ("seek before 1970", "POST", f"/v1/projects/{s}:seek", j, b'{"time": "1969-12-31T23:59:59.999Z"}'),
         ("no body", "POST", f"/v1/projects/{t}:publish", j, b""),
+        (
+            "schema of an unknown type",
+            "POST",
+            f"/v1/projects/{refs.project}/schemas?schemaId=f-type",
+            j,
+            b'{"type": "XML", "definition": "<a/>"}',
+        ),
+        (
+            "schema definition not a string",
+            "POST",
+            f"/v1/projects/{refs.project}/schemas:validate",
+            j,
+            b'{"schema": {"type": "AVRO", "definition": {"type": "int"}}}',
+        ),
+        (
+            "invalid base64 message",
+            "POST",
+            f"/v1/projects/{refs.project}/schemas:validateMessage",
+            j,
+            b'{"name": "' + refs.schema.encode() + b'", "message": "!!", "encoding": "JSON"}',
+        ),
         (
             "26 MB body",
             "POST",

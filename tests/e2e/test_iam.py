@@ -604,7 +604,7 @@ def test_snapshots_have_policies_too(shared_gateway: GatewayProcess, names: Call
     policy.bindings.add(role="roles/pubsub.publisher", members=["user:p@example.com"])
     with pytest.raises(exceptions.InvalidArgument, match="not supported for this resource"):
         sub.set_iam_policy(request={"resource": snapshot, "policy": policy})
-    # No schema exists until the schema service is served: its policies are NOT_FOUND.
+    # A schema that does not exist has no policy: NOT_FOUND (tests/inprocess/test_schemas.py sets some).
     with pytest.raises(exceptions.NotFound):
         sub.get_iam_policy(request={"resource": "projects/test-project/schemas/none"})
 

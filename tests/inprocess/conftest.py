@@ -20,6 +20,7 @@ import grpc
 import pytest
 from google.cloud import pubsub_v1
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
+from google.pubsub_v1.services.schema_service.transports import SchemaServiceGrpcTransport
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
 from gateway.server import Gateway
@@ -65,6 +66,12 @@ class InProcessGateway:
             transport=SubscriberGrpcTransport(channel=grpc.insecure_channel(self.address))
         )
         return publisher, subscriber
+
+    def schema_client(self) -> pubsub_v1.SchemaServiceClient:
+        """The official SchemaServiceClient on a plain channel to this gateway."""
+        return pubsub_v1.SchemaServiceClient(
+            transport=SchemaServiceGrpcTransport(channel=grpc.insecure_channel(self.address))
+        )
 
 
 def settings_for(bootstrap: str, prefix: str, **overrides: Any) -> Settings:

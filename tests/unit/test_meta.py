@@ -9,10 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway._pb.google.pubsub.v1 import pubsub_pb2, schema_pb2
 from gateway.core.resources import Resource, subscription_or_none
 from gateway.translate import meta
-from gateway.translate.meta import SnapshotMeta, SubscriptionMeta, TopicMeta
+from gateway.translate.meta import (
+    SchemaMeta,
+    SchemaRevisionMeta,
+    SnapshotMeta,
+    SubscriptionMeta,
+    TopicMeta,
+)
 
 # Records as earlier gateway versions wrote them (core/topics.py, subscriptions.py, snapshots.py,
 # expiration.py and access.py before the records were typed).
@@ -95,7 +101,11 @@ def test_unknown_keys_survive_a_rewrite() -> None:
         ("topic", {"kafka_topic": "t", "partitions": True}, ValueError),
         ("topic", {"kafka_topic": "t", "partitions": "many"}, ValueError),
         ("snapshot", {"kafka_topic": "t", "partitions": [1]}, ValueError),
-        ("schema", {}, ValueError),
+        ("widget", {}, ValueError),  # a kind nobody knows
+        ("schema", {"uid": "u"}, KeyError),
+        ("schema", {"uid": "u", "revisions": "abc"}, ValueError),
+        ("schema", {"uid": "u", "revisions": [1, 2]}, ValueError),
+        ("schema_revision", {"schema_uid": "u"}, KeyError),
     ],
 )
 def test_malformed_records_are_refused(kind: str, raw: dict[str, Any], error: type[Exception]) -> None:
@@ -158,3 +168,40 @@ def test_with_iam_policy_changes_only_the_policy() -> None:
     changed = topic.with_iam_policy("abc")
     assert changed.meta == TopicMeta("p.t", 2, adopted=True, iam_policy="abc")
     assert (changed.name, changed.op, changed.proto) == (topic.name, topic.op, topic.proto)
+
+
+@given(
+    st.builds(
+        SchemaMeta,
+        uid=names,
+        revisions=st.lists(names, max_size=20).map(tuple),
+        commits=st.integers(0, 2**31),
+        iam_policy=st.text(max_size=10),
+    )
+)
+def test_schema_round_trip(schema: SchemaMeta) -> None:
+    assert meta.from_json("schema", json.loads(json.dumps(meta.to_json(schema)))) == schema
+
+
+def test_schema_records_round_trip_as_their_own_kinds() -> None:
+    """A schema's record and a revision's carry the same proto type and tell apart by kind; the
+    revision ids are a JSON list, read back as a tuple."""
+    head = Resource(
+        "projects/p/schemas/s",
+        schema_pb2.Schema(name="projects/p/schemas/s", type=schema_pb2.Schema.AVRO),
+        SchemaMeta("u1", ("0a0b0c0d", "1a2b3c4d"), commits=2),
+        op="o1",
+    )
+    stored = json.loads(head.encode(create=True))
+    assert stored["kind"] == "schema"
+    assert stored["meta"] == {"uid": "u1", "revisions": ["0a0b0c0d", "1a2b3c4d"], "commits": 2}
+    assert Resource.decode(head.encode(create=True)) == (head, True)
+    rev = Resource(
+        "projects/p/schemas/s@1a2b3c4d",
+        schema_pb2.Schema(name="projects/p/schemas/s", definition="{}", revision_id="1a2b3c4d"),
+        SchemaRevisionMeta("u1", 2),
+        op="o2",
+    )
+    decoded, _ = Resource.decode(rev.encode(create=False))
+    assert decoded == rev and decoded.kind == "schema_revision"
+    assert rev.key() == b"schema_revision/projects/p/schemas/s@1a2b3c4d"

@@ -129,7 +129,8 @@ def test_limit_defaults() -> None:
         s.max_topics_per_project,
         s.max_subscriptions_per_project,
         s.max_snapshots_per_project,
-    ) == (64, 10_000, 10_000, 5_000)
+        s.max_schemas_per_project,
+    ) == (64, 10_000, 10_000, 5_000, 10_000)
 
 
 def test_limits_from_flags_and_env() -> None:
@@ -139,6 +140,7 @@ def test_limits_from_flags_and_env() -> None:
             "PUBSUB_GATEWAY_MAX_PARTITIONS_PER_TOPIC": "8",
             "PUBSUB_GATEWAY_MAX_SUBSCRIPTIONS_PER_PROJECT": "4",
             "PUBSUB_GATEWAY_MAX_SNAPSHOTS_PER_PROJECT": "5",
+            "PUBSUB_GATEWAY_MAX_SCHEMAS_PER_PROJECT": "6",
             "PUBSUB_GATEWAY_MAX_TOPICS_PER_PROJECT": "99",  # the flag wins
         },
     )
@@ -147,7 +149,8 @@ def test_limits_from_flags_and_env() -> None:
         s.max_topics_per_project,
         s.max_subscriptions_per_project,
         s.max_snapshots_per_project,
-    ) == (8, 3, 4, 5)
+        s.max_schemas_per_project,
+    ) == (8, 3, 4, 5, 6)
 
 
 @pytest.mark.parametrize(
@@ -157,6 +160,7 @@ def test_limits_from_flags_and_env() -> None:
         (["--max-topics-per-project", "-1"], "--max-topics-per-project must be at least 1"),
         (["--max-subscriptions-per-project", "0"], "--max-subscriptions-per-project"),
         (["--max-snapshots-per-project", "0"], "--max-snapshots-per-project"),
+        (["--max-schemas-per-project", "0"], "--max-schemas-per-project"),
         (["--max-partitions-per-topic", "2"], "--default-partitions (4) must not exceed"),
     ],
 )

@@ -38,6 +38,7 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--max-topics-per-project", "PUBSUB_GATEWAY_MAX_TOPICS_PER_PROJECT", "100", 100),
     ("--max-subscriptions-per-project", "PUBSUB_GATEWAY_MAX_SUBSCRIPTIONS_PER_PROJECT", "200", 200),
     ("--max-snapshots-per-project", "PUBSUB_GATEWAY_MAX_SNAPSHOTS_PER_PROJECT", "50", 50),
+    ("--max-schemas-per-project", "PUBSUB_GATEWAY_MAX_SCHEMAS_PER_PROJECT", "60", 60),
     ("--replication-factor", "PUBSUB_GATEWAY_REPLICATION_FACTOR", "3", 3),
     ("--pull-max-wait-seconds", "PUBSUB_GATEWAY_PULL_MAX_WAIT_SECONDS", "2.5", 2.5),
     ("--session-timeout-ms", "PUBSUB_GATEWAY_SESSION_TIMEOUT_MS", "30000", 30_000),
