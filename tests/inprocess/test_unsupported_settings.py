@@ -153,6 +153,28 @@ def test_modify_push_config_refuses_attributes_it_cannot_honour(gw: InProcessGat
     subscriber.modify_push_config(subscription=sub, push_config=types.PushConfig())
 
 
+def test_how_to_push_without_an_endpoint_is_invalid(
+    gw: InProcessGateway, names: Names, kafka: AdminClient
+) -> None:
+    publisher, subscriber = gw.clients()
+    topic, sub = names("topics"), names("subscriptions")
+    publisher.create_topic(name=topic)
+    token = types.PushConfig(oidc_token=types.PushConfig.OidcToken(service_account_email="a@b.example"))
+    with pytest.raises(exceptions.InvalidArgument, match=r"push_config\.oidc_token"):
+        subscriber.create_subscription(request={"name": sub, "topic": topic, "push_config": token})
+    assert kafka_objects(kafka, uid(sub)) == []
+    before = subscriber.create_subscription(name=sub, topic=topic)
+    bare = types.PushConfig(no_wrapper=types.PushConfig.NoWrapper(write_metadata=True))
+    with pytest.raises(exceptions.InvalidArgument, match=r"push_config\.no_wrapper"):
+        subscriber.modify_push_config(subscription=sub, push_config=bare)
+    with pytest.raises(exceptions.InvalidArgument, match=r"push_config\.oidc_token"):
+        subscriber.update_subscription(
+            subscription=types.Subscription(name=sub, push_config=token),
+            update_mask=field_mask_pb2.FieldMask(paths=["push_config"]),
+        )
+    assert subscriber.get_subscription(subscription=sub) == before
+
+
 def test_infrastructure_fields_round_trip_and_output_only_fields_are_overwritten(
     gw: InProcessGateway, names: Names
 ) -> None:

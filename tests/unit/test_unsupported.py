@@ -8,6 +8,7 @@ import pytest
 from google.protobuf.message import Message
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+from gateway.core import subscriptions
 from gateway.errors import Code, GatewayError
 from gateway.translate import unsupported
 
@@ -158,3 +159,18 @@ def test_is_set_answers_for_every_kind_of_field(desc: object) -> None:
     message: Message = pb.Topic() if desc is pb.Topic.DESCRIPTOR else pb.Subscription()
     for field in message.DESCRIPTOR.fields:
         assert not unsupported.is_set(message, field.name), field.name
+
+
+def test_how_to_push_is_refused_on_a_pull_subscription() -> None:
+    """Pub/Sub answers INVALID_ARGUMENT for a token on a pull subscription; so does the gateway,
+    for it and for no_wrapper, which nothing would use either."""
+    token = pb.PushConfig.OidcToken(service_account_email="a@b")
+    for push, field in (
+        (pb.PushConfig(oidc_token=token), "oidc_token"),
+        (pb.PushConfig(no_wrapper=pb.PushConfig.NoWrapper()), "no_wrapper"),
+    ):
+        err = refusal(subscriptions.check_push_only, push)
+        assert err.code is Code.INVALID_ARGUMENT and f"push_config.{field}" in err.message
+        push.push_endpoint = "https://h/push"
+        subscriptions.check_push_only(push)
+    subscriptions.check_push_only(pb.PushConfig(pubsub_wrapper=pb.PushConfig.PubsubWrapper()))
