@@ -27,7 +27,7 @@ from gateway.kafka.producer import Producer
 from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
 from gateway.settings import Settings
-from gateway.translate import endpoints, filters, limits, names
+from gateway.translate import endpoints, filters, limits, names, unsupported
 from gateway.translate.meta import SubscriptionMeta
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,7 @@ UPDATABLE = {
     "enable_exactly_once_delivery",
     "bigquery_config",
     "cloud_storage_config",
+    "bigtable_config",
     "message_transforms",
 }
 
@@ -102,6 +103,21 @@ def validate(
         check_endpoint(sub.push_config.push_endpoint, destinations)
 
 
+def check_push_only(push: pubsub_pb2.PushConfig) -> None:
+    """INVALID_ARGUMENT, as Pub/Sub answers, for settings of how to push (a token, the raw body)
+    on a pull subscription, where nothing would ever use them. Checked where a push config is
+    given (create, an update naming it, ModifyPushConfig), so that subscriptions stored earlier
+    stay updatable."""
+    if push.push_endpoint:
+        return
+    for field in ("oidc_token", "no_wrapper"):
+        if push.HasField(field):
+            raise InvalidArgument(
+                f"Invalid push_config.{field}: it applies to push subscriptions only, and "
+                "push_config.push_endpoint is empty."
+            )
+
+
 def check_endpoint(url: str, destinations: endpoints.Policy) -> None:
     """INVALID_ARGUMENT, showing the URL masked, unless `url` is an endpoint pushes may go to
     (names are judged when pushing: docs/push.md, "Destinations")."""
@@ -125,8 +141,11 @@ class SubscriptionService:
     async def create(self, request: pubsub_pb2.Subscription) -> pubsub_pb2.Subscription:
         name = names.subscription(request.name)
         names.topic(request.topic)
+        unsupported.check_subscription(request)
+        check_push_only(request.push_config)
         sub = pubsub_pb2.Subscription()
         sub.CopyFrom(request)
+        unsupported.scrub_subscription(sub)
         validate(
             sub, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
         )
@@ -168,6 +187,7 @@ class SubscriptionService:
             log_topic=names.internal_topic(self._settings.internal_prefix, "acks", name, uid),
             group_id=f"{self._settings.internal_prefix}.{name}.{uid}",
             created_ms=now_ms(),
+            detached=sub.detached,  # created detached: never delivers, as DetachSubscription makes it
         )
         res = Resource(name, sub, meta, op=uuid.uuid4().hex)
         self._store.check_size(res)
@@ -246,6 +266,9 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         masks.apply(request, proto, mask, UPDATABLE)
+        unsupported.check_subscription(proto, mask)
+        if "push_config" in mask:
+            check_push_only(proto.push_config)
         validate(
             proto, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
         )
@@ -319,6 +342,8 @@ class SubscriptionService:
 
     async def modify_push_config(self, name: str, push_config: pubsub_pb2.PushConfig) -> None:
         res = self.get(name)
+        unsupported.check_push_config(push_config)
+        check_push_only(push_config)
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         proto.push_config.CopyFrom(push_config)

@@ -25,7 +25,7 @@ from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, N
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
 from gateway.settings import Settings
-from gateway.translate import limits, names, records
+from gateway.translate import limits, names, records, unsupported
 from gateway.translate.meta import TopicMeta
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,7 @@ class TopicService:
 
     async def create(self, topic: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
         name = names.topic(topic.name)
+        unsupported.check_topic(topic)
         limits.check_labels(topic.labels, OWN_LABELS)
         if self._store.get("topic", name) is not None:
             raise AlreadyExists(f"Topic already exists: {name}")
@@ -91,6 +92,7 @@ class TopicService:
             self._refuse_reserved(kafka, "the topic's name")
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(topic)
+        unsupported.scrub_topic(proto)
         proto.state = pubsub_pb2.Topic.State.ACTIVE
         meta = TopicMeta(kafka, partitions, adopted, schema_first_seq=first, schema_last_seq=last)
         res = Resource(name, proto, meta, op=uuid.uuid4().hex)
@@ -223,6 +225,7 @@ class TopicService:
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(res.proto)
         masks.apply(topic, proto, mask, UPDATABLE)
+        unsupported.check_topic(proto, mask)
         if "labels" in mask:
             limits.check_labels(proto.labels, OWN_LABELS)
         for label in (ADOPT_LABEL, PARTITIONS_LABEL):

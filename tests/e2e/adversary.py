@@ -27,6 +27,7 @@ from google.pubsub_v1 import types as pubsub_types
 from hypothesis import strategies as st
 
 from gateway.leases.logformat import is_checkpoint_key
+from gateway.translate.unsupported import MARK as REFUSED_SETTING
 
 # How long the observer asks again for the end offset of a partition that has no leader yet.
 LEADER_WAIT = 10.0
@@ -114,6 +115,17 @@ FORBIDDEN = frozenset(
         grpc.StatusCode.CANCELLED,
     }
 )
+
+
+def forbidden(code: grpc.StatusCode, details: str) -> bool:
+    """Whether a status is one no request may get. One UNIMPLEMENTED is a served method's own
+    answer: a setting the gateway cannot act on, refused naming it (docs/fields.md), which
+    random Create/Update/ModifyPushConfig requests draw."""
+    if code == grpc.StatusCode.UNIMPLEMENTED and REFUSED_SETTING in details:
+        return False
+    return code in FORBIDDEN
+
+
 CALL_TIMEOUT = 30.0
 STREAM_WAIT = 2.0  # a refused stream ends sooner than this
 MAX_DETAILS = 4096  # a status message longer than this would echo the request back

@@ -2,7 +2,7 @@
 or hostile client can, over gRPC (raw bytes) and REST.
 
 Every probe checks three things:
-- the status: never one that blames the server or invites a retry (adversary.FORBIDDEN), never
+- the status: never one that blames the server or invites a retry (adversary.forbidden), never
   a message that echoes an unbounded request back, and exactly INVALID_ARGUMENT where the input
   can never be valid (undecodable bytes, invalid UTF-8, an empty or 1 MB name);
 - liveness: the gateway still answers a plain GetTopic;
@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from gateway.translate import names as gw_names
 from tests.e2e import adversary
-from tests.e2e.adversary import FORBIDDEN, MAX_DETAILS, Method, Observer, Outcome, Refs, World, pb
+from tests.e2e.adversary import MAX_DETAILS, Method, Observer, Outcome, Refs, World, pb
 from tests.e2e.clients import clients
 from tests.gateways import GatewayProcess
 
@@ -136,7 +136,7 @@ class Prober:
             out.code.name,
             out.details,
             out.code == grpc.StatusCode.OK,
-            forbidden=out.code in FORBIDDEN,
+            forbidden=adversary.forbidden(out.code, out.details),
             expected=expect is None or out.code == expect,
             want=expect.name if expect else "",
         )
