@@ -4,6 +4,7 @@ path call it.
 
     schema = cache.get(SchemaType.AVRO, definition)   # or compile_schema(...), uncached
     schema.validate(data, Encoding.JSON)               # raises SchemaError (INVALID_ARGUMENT)
+    check_compatible(previous, schema)                 # a new revision: SchemaError if it may not follow
 
 Compiling a Protocol Buffer definition runs protoc in a subprocess (tens of ms): code on the
 event loop compiles in an executor. Validating is CPU only, microseconds per message
@@ -12,6 +13,7 @@ event loop compiles in an executor. Validating is CPU only, microseconds per mes
 
 from gateway.schemas.avro import AvroSchema
 from gateway.schemas.cache import DEFAULT_CACHE_SIZE, CacheStats, SchemaCache, compile_schema
+from gateway.schemas.compat import check_compatible
 from gateway.schemas.model import (
     MAX_DEFINITION_BYTES,
     CompiledSchema,
@@ -59,6 +61,7 @@ __all__ = [
     "SchemaError",
     "SchemaName",
     "SchemaType",
+    "check_compatible",
     "compile_schema",
     "fingerprint",
     "is_revision_id",
