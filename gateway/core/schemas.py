@@ -14,7 +14,8 @@ record whose schema does not list it (left by an interrupted call, or by a schem
 created again under its name: `uid` tells them apart) is ignored.
 
 Definitions are compiled by gateway/schemas in a worker thread (protoc runs as a subprocess),
-through a cache that the publish path shares.
+through a cache that the publish path shares. A commit must be compatible with the latest
+revision (gateway/schemas/compat.py), checked in a worker thread too; a rollback is not checked.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from gateway.schemas import (
     SchemaError,
     SchemaName,
     SchemaType,
+    check_compatible,
     new_revision_id,
     schema_name,
     schema_name_for,
@@ -225,10 +227,13 @@ class SchemaService:
         target = schema_name(name)
         kind = SchemaType.of(schema.type)
         _check_type(self.schema(target), kind)
-        await self.compiled(kind, schema.definition)
-        return _view(await self._add_revision(target, kind, schema.definition), FULL, FULL)
+        compiled = await self.compiled(kind, schema.definition)
+        return _view(await self._add_revision(target, kind, schema.definition, compiled), FULL, FULL)
 
     async def rollback(self, name: str, revision_id: str) -> schema_pb2.Schema:
+        """A copy of `revision_id` as the new latest revision, not checked for compatibility:
+        Pub/Sub documents the check for commits only, and the copy was a revision of the schema
+        already (rolling back past an incompatible step is what a rollback is for)."""
         target = schema_name(name)
         if not revision_id:
             raise InvalidArgument("revision_id is required.")
@@ -237,10 +242,12 @@ class SchemaService:
         return _view(await self._add_revision(target, kind, source.proto.definition), FULL, FULL)
 
     async def _add_revision(
-        self, name: SchemaName, kind: SchemaType, definition: str
+        self, name: SchemaName, kind: SchemaType, definition: str, checked: CompiledSchema | None = None
     ) -> StoredSchemaRevision:
         """A new latest revision: its record, then the schema's record listing it (compare-and-set,
-        tried again when another change of the schema came first)."""
+        tried again when another change of the schema came first). `checked`, the definition
+        compiled, must be compatible with the latest revision (checked again on each attempt:
+        a concurrent change may have made another revision the latest)."""
         for _ in range(ATTEMPTS):
             head = self.schema(name)
             _check_type(head, kind)
@@ -249,6 +256,8 @@ class SchemaService:
                     f"The schema {name} has {len(head.meta.revisions)} revisions, the most a schema "
                     f"may have ({MAX_REVISIONS_PER_SCHEMA}): delete a revision before committing another."
                 )
+            if checked is not None:
+                await self._check_follows(self.revision(head, None), checked)
             seq = head.meta.commits + 1
             rev = _revision(name, head.meta.uid, new_revision_id(head.meta.revisions), seq, kind, definition)
             self._store.check_size(rev)
@@ -266,6 +275,18 @@ class SchemaService:
             log.info("schema %s: revision %s committed", name, rev.proto.revision_id)
             return rev
         raise Aborted(f"The schema {name} kept changing concurrently: try again.")
+
+    async def _check_follows(self, latest: StoredSchemaRevision, new: CompiledSchema) -> None:
+        """INVALID_ARGUMENT unless `new` may follow the `latest` revision (Pub/Sub's rules,
+        gateway/schemas/compat.py), compared in a worker thread as compiling is."""
+        old = await self.compiled(latest.proto.type, latest.proto.definition)
+        try:
+            await asyncio.to_thread(check_compatible, old, new)
+        except SchemaError as err:
+            raise SchemaError(
+                f"{err.message.removesuffix('.')}; the latest revision of {latest.proto.name} is "
+                f"{latest.proto.revision_id}."
+            ) from None
 
     def _gone(self, name: SchemaName) -> NotFound:
         return NotFound(f"Schema does not exist (resource={name}).")

@@ -156,6 +156,79 @@ def test_proto_revisions_and_the_type_cannot_change(gw: InProcessGateway, client
 
 
 @pytest.mark.parametrize(
+    ("kind", "first", "incompatible", "why", "compatible"),
+    [
+        (
+            Schema.Type.AVRO,
+            AVRO,
+            json.dumps(
+                {
+                    "type": "record",
+                    "name": "Rec",
+                    "fields": [{"name": "a", "type": "int"}, {"name": "c", "type": "long"}],
+                }
+            ),
+            "c: the field is not in the writer's record Rec and has no default",
+            AVRO_2,
+        ),
+        (
+            Schema.Type.AVRO,
+            AVRO,
+            json.dumps({"type": "record", "name": "Rec", "fields": [{"name": "a", "type": "long"}]}),
+            "a: long cannot be read as int",
+            AVRO_2,
+        ),
+        (
+            Schema.Type.PROTOCOL_BUFFER,
+            PROTO,
+            'syntax = "proto3";\nmessage M { int64 a = 1; }\n',
+            "a: an existing field (number 1) cannot be edited: its type changed from 'int32' to 'int64'",
+            PROTO_2,
+        ),
+        (
+            Schema.Type.PROTOCOL_BUFFER,
+            PROTO,
+            'syntax = "proto3";\nmessage M { int32 a = 1; repeated string r = 2; }\n',
+            "r: a repeated (or map) field (number 2) cannot be added",
+            PROTO_2,
+        ),
+    ],
+)
+def test_an_incompatible_revision_is_refused_and_a_compatible_one_committed(
+    gw: InProcessGateway,
+    client: Any,
+    project: str,
+    kind: Any,
+    first: str,
+    incompatible: str,
+    why: str,
+    compatible: str,
+) -> None:
+    """CommitSchema compares a new revision with the latest one (Pub/Sub's compatibility rules):
+    INVALID_ARGUMENT naming the field, and nothing written; a compatible one is committed."""
+    made = _create(client, project, "compat", kind, first)
+    before = _stored(gw, project)
+    with pytest.raises(exceptions.InvalidArgument) as info:
+        client.commit_schema(name=made.name, schema=Schema(type_=kind, definition=incompatible))
+    assert "not compatible with the previous one" in info.value.message
+    assert why in info.value.message and made.revision_id in info.value.message
+    assert _stored(gw, project) == before
+    assert [r.revision_id for r in client.list_schema_revisions(name=made.name)] == [made.revision_id]
+
+    second = client.commit_schema(name=made.name, schema=Schema(type_=kind, definition=compatible))
+    assert [r.revision_id for r in client.list_schema_revisions(name=made.name)] == [
+        second.revision_id,
+        made.revision_id,
+    ]
+    # Compared with the latest revision: what the second revision's fields rule out is refused.
+    with pytest.raises(exceptions.InvalidArgument, match=second.revision_id):
+        client.commit_schema(name=made.name, schema=Schema(type_=kind, definition=incompatible))
+    # RollbackSchema copies a revision the schema had: it is not checked.
+    back = client.rollback_schema(name=made.name, revision_id=made.revision_id)
+    assert back.definition == first
+
+
+@pytest.mark.parametrize(
     ("kwargs", "error"),
     [
         ({"schema_id": "bad", "definition": "{not json"}, exceptions.InvalidArgument),

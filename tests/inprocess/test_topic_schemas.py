@@ -18,17 +18,24 @@ from google.pubsub_v1.types import Encoding, Schema
 
 from tests.inprocess.conftest import InProcessGateway
 
-# Two revisions that accept different messages: {"a": 1} only the first, {"a": 1, "c": "x"} only
-# the second (no compatibility check is made between revisions: docs/schemas.md).
-V1 = json.dumps({"type": "record", "name": "Rec", "fields": [{"name": "a", "type": "int"}]})
+# Two revisions that accept different messages: {"a": 1, "b": 2} only the first, {"a": 1, "c": "x"}
+# only the second. Each field the other lacks has a default, so that the second may follow the
+# first (CommitSchema checks compatibility: docs/schemas.md).
+V1 = json.dumps(
+    {
+        "type": "record",
+        "name": "Rec",
+        "fields": [{"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 0}],
+    }
+)
 V2 = json.dumps(
     {
         "type": "record",
         "name": "Rec",
-        "fields": [{"name": "a", "type": "int"}, {"name": "c", "type": "string"}],
+        "fields": [{"name": "a", "type": "int"}, {"name": "c", "type": "string", "default": ""}],
     }
 )
-OLD, NEW = b'{"a": 1}', b'{"a": 1, "c": "x"}'
+OLD, NEW = b'{"a": 1, "b": 2}', b'{"a": 1, "c": "x"}'
 PROTO = 'syntax = "proto3";\nmessage M { int32 a = 1; }\n'
 
 
