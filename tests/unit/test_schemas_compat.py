@@ -72,6 +72,12 @@ AVRO_COMPATIBLE = [
     pytest.param(
         avro(f("x", ["null", "int"], default=None)), avro(f("x", ["null", "int"], default=None)), id="union"
     ),
+    pytest.param(avro(f("x", ["null", "string"])), avro(f("x", ["null", "bytes"])), id="union-string-bytes"),
+    pytest.param(
+        avro(f("e", {**ENUM, "default": "RED"})),
+        avro(f("e", {**ENUM, "symbols": ["RED", "GREEN", "BLUE"]})),
+        id="enum-symbol-added-with-the-previous-default",
+    ),
     pytest.param(
         avro(f("l", {"type": "array", "items": "int"})),
         avro(f("l", {"type": "array", "items": "int"})),
@@ -146,6 +152,12 @@ AVRO_INCOMPATIBLE = [
     ),
     pytest.param(BASE, avro(f("a", "int"), f("b", "string"), name="Other"), "Rec", id="record-renamed"),
     pytest.param(avro(f("a", "int")), json.dumps("int"), "record", id="record-to-primitive"),
+    pytest.param(
+        avro(f("x", ["null", "int"])),
+        avro(f("x", ["null", "int", "string"])),
+        "x<string>",
+        id="union-branch-added",
+    ),
 ]
 
 
