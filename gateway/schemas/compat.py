@@ -207,8 +207,8 @@ def _describe(schema: Any) -> str:
 
 # -- Protocol Buffers ------------------------------------------------------------------------
 
-_Field = descriptor_pb2.FieldDescriptorProto
-_OPTIONAL = _Field.LABEL_OPTIONAL
+_FieldProto = descriptor_pb2.FieldDescriptorProto
+_Message = descriptor_pb2.DescriptorProto
 
 
 class _Types:
@@ -218,13 +218,13 @@ class _Types:
     def __init__(self, schema: ProtoSchema) -> None:
         (file,) = descriptor_pb2.FileDescriptorSet.FromString(schema.descriptor_set).file
         self.prefix = f".{file.package}." if file.package else "."
-        self.messages: dict[str, descriptor_pb2.DescriptorProto] = {}
+        self.messages: dict[str, _Message] = {}
         self.enums: dict[str, descriptor_pb2.EnumDescriptorProto] = {}
         for message in file.message_type:
             self._add(message, "")
         self.root = file.message_type[0].name
 
-    def _add(self, message: descriptor_pb2.DescriptorProto, outer: str) -> None:
+    def _add(self, message: _Message, outer: str) -> None:
         name = f"{outer}{message.name}"
         self.messages[name] = message
         for enum in message.enum_type:
@@ -232,7 +232,7 @@ class _Types:
         for nested in message.nested_type:
             self._add(nested, f"{name}.")
 
-    def name(self, field: descriptor_pb2.FieldDescriptorProto) -> str:
+    def name(self, field: _FieldProto) -> str:
         return field.type_name.removeprefix(self.prefix)
 
 
@@ -258,64 +258,46 @@ def _message(before: _Types, after: _Types, old_name: str, new_name: str, path: 
             _may_come_and_go(field, where, "removed")
             continue
         other = new_fields[number]
-        _same_field(before, after, old, new, field, other, where)
-        if field.type == _Field.TYPE_MESSAGE or field.type == _Field.TYPE_GROUP:
+        was, now = _shape(before, old, field), _shape(after, new, other)
+        for what in was:
+            if was[what] != now[what]:
+                raise Incompatible(
+                    where,
+                    f"an existing field (number {number}) cannot be edited: "
+                    f"its {what} changed from {was[what]!r} to {now[what]!r}",
+                )
+        if field.type == _FieldProto.TYPE_MESSAGE or field.type == _FieldProto.TYPE_GROUP:
             _message(before, after, before.name(field), after.name(other), f"{where}.", seen)
-        elif field.type == _Field.TYPE_ENUM:
+        elif field.type == _FieldProto.TYPE_ENUM:
             _enum_values(before.enums[before.name(field)], after.enums[after.name(other)], where)
     for number, field in new_fields.items():
         if number not in old_fields:
             _may_come_and_go(field, f"{path}{field.name}", "added")
 
 
-def _may_come_and_go(field: descriptor_pb2.FieldDescriptorProto, where: str, done: str) -> None:
+def _may_come_and_go(field: _FieldProto, where: str, done: str) -> None:
     """Only optional fields may be added or removed: proto2 `optional`, proto3 `optional`, and
     proto3 singular fields (implicit presence: absent, they read as their default, as optional
     ones do), oneof members included. Not `required`, `repeated` or map fields."""
-    if field.label != _OPTIONAL:
-        kind = "required" if field.label == _Field.LABEL_REQUIRED else "repeated (or map)"
+    if field.label != _FieldProto.LABEL_OPTIONAL:
+        kind = "required" if field.label == _FieldProto.LABEL_REQUIRED else "repeated (or map)"
         raise Incompatible(
             where, f"a {kind} field (number {field.number}) cannot be {done}; only optional ones"
         )
 
 
-def _same_field(
-    before: _Types,
-    after: _Types,
-    old_message: descriptor_pb2.DescriptorProto,
-    new_message: descriptor_pb2.DescriptorProto,
-    old: descriptor_pb2.FieldDescriptorProto,
-    new: descriptor_pb2.FieldDescriptorProto,
-    where: str,
-) -> None:
-    """A field kept (same number) must not be edited: name, type, label, presence, oneof and
-    default as they were."""
-    changes = [
-        ("name", old.name, new.name),
-        ("type", _type(before, old), _type(after, new)),
-        ("label", _label_name(old), _label_name(new)),
-        ("explicit presence", old.proto3_optional, new.proto3_optional),
-        ("oneof", _oneof(old_message, old), _oneof(new_message, new)),
-        ("default", old.default_value, new.default_value),
-    ]
-    for what, was, now in changes:
-        if was != now:
-            raise Incompatible(
-                where,
-                f"an existing field (number {old.number}) cannot be edited: "
-                f"its {what} changed from {was!r} to {now!r}",
-            )
-
-
-def _type(types: _Types, field: descriptor_pb2.FieldDescriptorProto) -> str:
-    kind = _Field.Type.Name(field.type).removeprefix("TYPE_").lower()
-    return f"{kind} {types.name(field)}" if field.type_name else kind
-
-
-def _oneof(message: descriptor_pb2.DescriptorProto, field: descriptor_pb2.FieldDescriptorProto) -> str:
-    if not field.HasField("oneof_index") or field.proto3_optional:
-        return ""
-    return message.oneof_decl[field.oneof_index].name
+def _shape(types: _Types, message: _Message, field: _FieldProto) -> dict[str, object]:
+    """What a kept field (same number) must keep: editing any of it is refused."""
+    kind = _FieldProto.Type.Name(field.type).removeprefix("TYPE_").lower()
+    in_oneof = field.HasField("oneof_index") and not field.proto3_optional
+    return {
+        "name": field.name,
+        "type": f"{kind} {types.name(field)}" if field.type_name else kind,
+        "label": _FieldProto.Label.Name(field.label).removeprefix("LABEL_").lower(),
+        "explicit presence": field.proto3_optional,
+        "oneof": message.oneof_decl[field.oneof_index].name if in_oneof else "",
+        "default": field.default_value,
+    }
 
 
 def _enum_values(
@@ -331,7 +313,3 @@ def _enum_values(
             f"the values of enum {old.name} cannot be edited (removed: {', '.join(gone) or 'none'}; "
             f"added: {', '.join(came) or 'none'})",
         )
-
-
-def _label_name(field: descriptor_pb2.FieldDescriptorProto) -> str:
-    return _Field.Label.Name(field.label).removeprefix("LABEL_").lower()
