@@ -65,7 +65,9 @@ def test_rest_conforms_to_its_openapi_document(start_gateway: GatewayFactory) ->
     gw = start_gateway()
     schema = schemathesis.openapi.from_url(f"http://{gw.rest_address}/v1/openapi.json", config=CONFIG)
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 36  # every HTTP rule of Publisher and Subscriber, and 12 of IAMPolicy
+    assert (
+        len(operations) == 46
+    )  # every HTTP rule of Publisher, Subscriber and SchemaService, and 12 of IAMPolicy
     failures: list[str] = []
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
