@@ -62,14 +62,15 @@ def raw_fill(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def gw_publish(args: dict[str, Any]) -> dict[str, Any]:
-    """Publish batches of `batch` messages for `seconds`, `window` RPCs in flight."""
+    """Publish batches of `batch` messages (of `data`, 1 KiB by default) for `seconds`, `window`
+    RPCs in flight."""
     from benchmarks.api import GRPC_OPTIONS
     from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
     from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
 
     channel = grpc.insecure_channel(args["address"], options=GRPC_OPTIONS)
     stub = pb_grpc.PublisherStub(channel)
-    msg = pb.PubsubMessage(data=payload(0.0))
+    msg = pb.PubsubMessage(data=args.get("data") or payload(0.0))
     request = pb.PublishRequest(topic=args["topic"], messages=[msg] * args["batch"])
     stub.GetTopic(pb.GetTopicRequest(topic=args["topic"]), timeout=30)  # connect before the start
     wait_until(args["start_at"])

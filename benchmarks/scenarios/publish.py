@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+
+import fastavro
+import grpc
+
 from benchmarks.config import Mode
 from benchmarks.gen import publish
 from benchmarks.harness import Bench
@@ -44,7 +51,89 @@ def _measure(bench: Bench, mode: Mode, topic: str) -> list[Row]:
             row.extra["errors"] = errors
         rows.append(row)
     rows += _rest(bench, mode, topic, raw, rows)
+    rows += _schema(bench, mode, topic, raw)
     return rows
+
+
+# An Avro record of ~1 KiB: what a topic with a schema validates on every publish.
+AVRO_DEFINITION = json.dumps(
+    {
+        "type": "record",
+        "name": "Reading",
+        "fields": [
+            {"name": "sensor", "type": "string"},
+            {"name": "at", "type": "long"},
+            {"name": "values", "type": {"type": "array", "items": "double"}},
+            {"name": "note", "type": ["null", "string"], "default": None},
+        ],
+    }
+)
+
+
+def _avro_message() -> bytes:
+    out = io.BytesIO()
+    record = {
+        "sensor": "s-17",
+        "at": 1_700_000_000_000,
+        "values": [i / 7 for i in range(120)],
+        "note": "x" * 40,
+    }
+    fastavro.schemaless_writer(out, fastavro.parse_schema(json.loads(AVRO_DEFINITION)), record)
+    return out.getvalue()
+
+
+def _schema(bench: Bench, mode: Mode, plain_topic: str, raw: Row) -> list[Row]:
+    """Publish batch=100 of one ~1 KiB Avro message to a topic with an Avro schema (every message
+    validated, the googclient_* attributes added) and to the plain topic, alternating plain,
+    schema, plain: `vs_plain_same_run` is against the mean of the two plain runs (the ratio, as
+    every row's, against the raw producer)."""
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+    from gateway._pb.google.pubsub.v1 import schema_pb2 as spb
+    from gateway._pb.google.pubsub.v1 import schema_pb2_grpc as spb_grpc
+
+    case = next((c for c in mode.publish_cases if c.batch == 100), None)
+    if case is None:
+        return []
+    data = _avro_message()
+    project = plain_topic.split("/")[1]
+    schema_id = bench.name("schemas", "publish").rsplit("/", 1)[1]
+    topic = bench.name("topics", "publish-schema")
+    with api_for(bench.gateway) as api:
+        schemas = spb_grpc.SchemaServiceStub(api.channel)
+        created = schemas.CreateSchema(
+            spb.CreateSchemaRequest(
+                parent=f"projects/{project}",
+                schema_id=schema_id,
+                schema=spb.Schema(type=spb.Schema.AVRO, definition=AVRO_DEFINITION),
+            ),
+            timeout=60,
+        )
+        settings = pb.SchemaSettings(schema=created.name, encoding=spb.Encoding.BINARY)
+        api.pub.CreateTopic(pb.Topic(name=topic, schema_settings=settings), timeout=60)
+        try:
+            runs: dict[str, list[Row]] = {"plain": [], "schema": []}
+            for kind, target in (("plain", plain_topic), ("schema", topic), ("plain", plain_topic)):
+                args = {
+                    "address": bench.gateway.address,
+                    "topic": target,
+                    "batch": case.batch,
+                    "window": case.window,
+                    "seconds": mode.publish_seconds,
+                    "data": data,
+                }
+                results, win = bench.run([(publish.gw_publish, args)] * case.procs)
+                label = f"Publish batch={case.batch} of {len(data)} B Avro, {kind} topic"
+                runs[kind].append(build(NAME, label, "gateway", results, win))
+        finally:
+            api.delete(topic, [])
+            with contextlib.suppress(grpc.RpcError):
+                schemas.DeleteSchema(spb.DeleteSchemaRequest(name=created.name), timeout=30)
+    plain = sum(r.msgs_per_s for r in runs["plain"]) / len(runs["plain"])
+    row = runs["schema"][0]
+    row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
+    row.extra["vs_plain_same_run"] = round(row.msgs_per_s / plain, 3) if plain else 0
+    row.extra["plain_msgs_per_s"] = [round(r.msgs_per_s) for r in runs["plain"]]
+    return [row]
 
 
 def _rest(bench: Bench, mode: Mode, topic: str, raw: Row, rows: list[Row]) -> list[Row]:
