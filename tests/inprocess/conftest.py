@@ -11,7 +11,10 @@ start per test.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
@@ -41,6 +44,23 @@ class InProcessGateway:
     def run(self, coro: Coroutine[Any, Any, T], timeout: float = 60.0) -> T:
         """Run a coroutine on the gateway's loop and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def http(self, method: str, path: str, body: object | None = None, token: str = "") -> tuple[int, Any]:
+        """A REST call to `/v1/{path}` with a JSON body (and a bearer token): (status, JSON)."""
+        headers = {"content-type": "application/json"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(
+            f"http://{self.rest_address}/v1/{path}",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers=headers,
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read() or b"{}")
 
     def start(self) -> InProcessGateway:
         self._thread.start()

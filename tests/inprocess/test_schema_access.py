@@ -5,12 +5,9 @@ permission, from the project's bindings or the schema's own policy, which a revi
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -46,44 +43,28 @@ def secured(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
     gateway.stop()
 
 
-def _http(
-    gw: InProcessGateway, token: str, method: str, path: str, body: object | None = None
-) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"http://{gw.rest_address}/v1/{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        method=method,
-        headers={"content-type": "application/json", "authorization": f"Bearer {token}"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
-
-
 def test_schema_calls_need_their_permissions(secured: InProcessGateway) -> None:
     sid = f"s-{uuid.uuid4().hex[:6]}"
     name = f"{PROJECT}/schemas/{sid}"
     definition = {"type": "AVRO", "definition": AVRO}
-    assert _http(secured, "t-viewer", "POST", f"{PROJECT}/schemas?schemaId={sid}", definition)[0] == 403
-    status, made = _http(secured, "t-admin", "POST", f"{PROJECT}/schemas?schemaId={sid}", definition)
+    assert secured.http("POST", f"{PROJECT}/schemas?schemaId={sid}", definition, token="t-viewer")[0] == 403
+    status, made = secured.http("POST", f"{PROJECT}/schemas?schemaId={sid}", definition, token="t-admin")
     assert status == 200, made
     revision = f"{name}@{made['revisionId']}"
 
     # The project's viewers read and validate; they may not change anything.
-    assert _http(secured, "t-viewer", "GET", revision)[0] == 200
-    assert _http(secured, "t-viewer", "GET", f"{PROJECT}/schemas")[0] == 200
+    assert secured.http("GET", revision, token="t-viewer")[0] == 200
+    assert secured.http("GET", f"{PROJECT}/schemas", token="t-viewer")[0] == 200
     message = {"name": name, "message": "eyJhIjogMX0=", "encoding": "JSON"}
-    assert _http(secured, "t-viewer", "POST", f"{PROJECT}/schemas:validateMessage", message) == (200, {})
-    assert _http(secured, "t-viewer", "POST", f"{name}:commit", {"schema": definition})[0] == 403
-    assert _http(secured, "t-viewer", "DELETE", name)[0] == 403
+    assert secured.http("POST", f"{PROJECT}/schemas:validateMessage", message, token="t-viewer") == (200, {})
+    assert secured.http("POST", f"{name}:commit", {"schema": definition}, token="t-viewer")[0] == 403
+    assert secured.http("DELETE", name, token="t-viewer")[0] == 403
 
     # Someone with no role on the project gets a role on this schema alone, and its revisions.
-    assert _http(secured, "t-none", "GET", revision)[0] == 403
+    assert secured.http("GET", revision, token="t-none")[0] == 403
     policy = {"policy": {"bindings": [{"role": "roles/pubsub.viewer", "members": [TOKENS["t-none"]]}]}}
-    assert _http(secured, "t-admin", "POST", f"{name}:setIamPolicy", policy)[0] == 200
-    assert _http(secured, "t-none", "GET", revision)[0] == 200
-    assert _http(secured, "t-none", "GET", f"{name}:listRevisions")[0] == 200
-    assert _http(secured, "t-none", "GET", f"{PROJECT}/schemas")[0] == 403  # a project permission
-    assert _http(secured, "t-admin", "DELETE", name) == (200, {})
+    assert secured.http("POST", f"{name}:setIamPolicy", policy, token="t-admin")[0] == 200
+    assert secured.http("GET", revision, token="t-none")[0] == 200
+    assert secured.http("GET", f"{name}:listRevisions", token="t-none")[0] == 200
+    assert secured.http("GET", f"{PROJECT}/schemas", token="t-none")[0] == 403  # a project permission
+    assert secured.http("DELETE", name, token="t-admin") == (200, {})

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -346,54 +344,38 @@ def test_iam_policies_of_schemas(client: Any, project: str) -> None:
         client.get_iam_policy(request={"resource": f"{project}/schemas/missing"})
 
 
-def _http(gw: InProcessGateway, method: str, path: str, body: object | None = None) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"http://{gw.rest_address}/v1/{path}",
-        data=None if body is None else json.dumps(body).encode(),
-        method=method,
-        headers={"content-type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
-
-
 def test_rest(gw: InProcessGateway, project: str) -> None:
-    status, made = _http(gw, "POST", f"{project}/schemas?schemaId=rest", {"type": "AVRO", "definition": AVRO})
+    status, made = gw.http("POST", f"{project}/schemas?schemaId=rest", {"type": "AVRO", "definition": AVRO})
     assert status == 200, made
     assert made["name"] == f"{project}/schemas/rest" and made["definition"] == AVRO and made["revisionId"]
-    assert (
-        _http(gw, "POST", f"{project}/schemas?schemaId=rest", {"type": "AVRO", "definition": AVRO})[0] == 409
-    )
-    status, got = _http(gw, "GET", f"{project}/schemas/rest?view=BASIC")
+    assert gw.http("POST", f"{project}/schemas?schemaId=rest", {"type": "AVRO", "definition": AVRO})[0] == 409
+    status, got = gw.http("GET", f"{project}/schemas/rest?view=BASIC")
     assert status == 200 and got["type"] == "AVRO" and "definition" not in got
     rev = made["revisionId"]
-    assert _http(gw, "GET", f"{project}/schemas/rest@{rev}")[1]["definition"] == AVRO
-    status, listed = _http(gw, "GET", f"{project}/schemas?view=FULL")
+    assert gw.http("GET", f"{project}/schemas/rest@{rev}")[1]["definition"] == AVRO
+    status, listed = gw.http("GET", f"{project}/schemas?view=FULL")
     assert status == 200 and [s["definition"] for s in listed["schemas"]] == [AVRO]
-    status, committed = _http(
-        gw, "POST", f"{project}/schemas/rest:commit", {"schema": {"type": "AVRO", "definition": AVRO_2}}
+    status, committed = gw.http(
+        "POST", f"{project}/schemas/rest:commit", {"schema": {"type": "AVRO", "definition": AVRO_2}}
     )
     assert status == 200 and committed["revisionId"] != rev
-    status, revs = _http(gw, "GET", f"{project}/schemas/rest:listRevisions")
+    status, revs = gw.http("GET", f"{project}/schemas/rest:listRevisions")
     assert status == 200 and [r["revisionId"] for r in revs["schemas"]] == [committed["revisionId"], rev]
-    assert _http(gw, "DELETE", f"{project}/schemas/rest@{rev}:deleteRevision")[0] == 200
+    assert gw.http("DELETE", f"{project}/schemas/rest@{rev}:deleteRevision")[0] == 200
     good = {"schema": {"type": "AVRO", "definition": AVRO}}
-    assert _http(gw, "POST", f"{project}/schemas:validate", good) == (200, {})
-    status, body = _http(
-        gw, "POST", f"{project}/schemas:validate", {"schema": {"type": "AVRO", "definition": "["}}
+    assert gw.http("POST", f"{project}/schemas:validate", good) == (200, {})
+    status, body = gw.http(
+        "POST", f"{project}/schemas:validate", {"schema": {"type": "AVRO", "definition": "["}}
     )
     assert status == 400 and body["error"]["status"] == "INVALID_ARGUMENT"
     message = {"name": f"{project}/schemas/rest", "message": "eyJhIjogMX0=", "encoding": "JSON"}  # {"a": 1}
-    assert _http(gw, "POST", f"{project}/schemas:validateMessage", message) == (200, {})
-    assert _http(gw, "DELETE", f"{project}/schemas/rest") == (200, {})
-    assert _http(gw, "GET", f"{project}/schemas/rest")[0] == 404
+    assert gw.http("POST", f"{project}/schemas:validateMessage", message) == (200, {})
+    assert gw.http("DELETE", f"{project}/schemas/rest") == (200, {})
+    assert gw.http("GET", f"{project}/schemas/rest")[0] == 404
 
 
 def test_the_openapi_document_lists_the_schema_service(gw: InProcessGateway) -> None:
-    status, doc = _http(gw, "GET", "openapi.json")
+    status, doc = gw.http("GET", "openapi.json")
     assert status == 200
     paths = set(doc["paths"])
     for path in (

@@ -4,11 +4,8 @@ HTTP: the whole request path (decode, servicer, core, Kafka and back) with no pr
 from __future__ import annotations
 
 import base64
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -86,35 +83,20 @@ def test_streaming_pull_with_the_official_subscriber(gw: InProcessGateway, names
     assert sorted(seen) == sorted(f"s{i}".encode() for i in range(200))
 
 
-def _http(gw: InProcessGateway, method: str, path: str, body: object | None = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        f"http://{gw.rest_address}/v1/{path}",
-        data=data,
-        method=method,
-        headers={"content-type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
-
-
 def test_rest_publish_and_pull(gw: InProcessGateway, names: Names) -> None:
     topic, sub = names("topics"), names("subscriptions")
-    assert _http(gw, "PUT", topic, {})[0] == 200
-    assert _http(gw, "PUT", sub, {"topic": topic})[0] == 200
+    assert gw.http("PUT", topic, {})[0] == 200
+    assert gw.http("PUT", sub, {"topic": topic})[0] == 200
     data = base64.b64encode(b"over http").decode()
-    status, body = _http(gw, "POST", f"{topic}:publish", {"messages": [{"data": data}]})
+    status, body = gw.http("POST", f"{topic}:publish", {"messages": [{"data": data}]})
     assert status == 200 and len(body["messageIds"]) == 1
     received: list[Any] = []
     deadline = time.monotonic() + 30
     while not received and time.monotonic() < deadline:
-        status, body = _http(gw, "POST", f"{sub}:pull", {"maxMessages": 5})
+        status, body = gw.http("POST", f"{sub}:pull", {"maxMessages": 5})
         assert status == 200
         received = body.get("receivedMessages", [])
     assert [base64.b64decode(m["message"]["data"]) for m in received] == [b"over http"]
-    assert _http(gw, "POST", f"{sub}:acknowledge", {"ackIds": [received[0]["ackId"]]})[0] == 200
-    status, body = _http(gw, "GET", f"{topic}-missing")
+    assert gw.http("POST", f"{sub}:acknowledge", {"ackIds": [received[0]["ackId"]]})[0] == 200
+    status, body = gw.http("GET", f"{topic}-missing")
     assert status == 404 and body["error"]["status"] == "NOT_FOUND"

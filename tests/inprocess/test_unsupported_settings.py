@@ -233,27 +233,13 @@ def test_a_subscription_created_detached_delivers_nothing(gw: InProcessGateway, 
         subscriber.pull(subscription=sub, max_messages=1, timeout=10)
 
 
-def _http(gw: InProcessGateway, method: str, path: str, body: object) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        f"http://{gw.rest_address}/v1/{path}",
-        data=json.dumps(body).encode(),
-        method=method,
-        headers={"content-type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"{}")
-
-
 def test_rest_refuses_a_bigquery_subscription(gw: InProcessGateway, names: Names, kafka: AdminClient) -> None:
     topic, sub = names("topics"), names("subscriptions")
-    assert _http(gw, "PUT", topic, {})[0] == 200
-    status, body = _http(gw, "PUT", sub, {"topic": topic, "bigqueryConfig": {"table": "p.d.t"}})
+    assert gw.http("PUT", topic, {})[0] == 200
+    status, body = gw.http("PUT", sub, {"topic": topic, "bigqueryConfig": {"table": "p.d.t"}})
     assert status == 501 and body["error"]["status"] == "UNIMPLEMENTED"
     assert "bigquery_config" in body["error"]["message"] and MARK in body["error"]["message"]
-    status, body = _http(gw, "PUT", topic + "-2", {"messageTransforms": [{"enabled": True}]})
+    status, body = gw.http("PUT", topic + "-2", {"messageTransforms": [{"enabled": True}]})
     assert status == 501 and "message_transforms" in body["error"]["message"]
     with urllib.request.urlopen(f"http://{gw.rest_address}/v1/{topic}/subscriptions", timeout=30) as resp:
         assert json.loads(resp.read()).get("subscriptions", []) == []
