@@ -32,6 +32,7 @@ from gateway.errors import Aborted, AlreadyExists, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.compacted import CompactedFollower
 from gateway.kafka.producer import Producer
+from gateway.translate import limits
 from gateway.translate import meta as meta_json
 from gateway.translate.meta import (
     Kind,
@@ -132,6 +133,16 @@ class Quota:
     prefix: str
     limit: int
     refusal: Callable[[int], Exception]
+
+    @staticmethod
+    def per_project(collection: str, project: str, limit: int, flag: str) -> Quota:
+        """At most `limit` of `projects/{project}/{collection}/...`, refused as Pub/Sub words
+        it, naming the setting (`flag`) that raises the gateway's limit."""
+        return Quota(
+            f"projects/{project}/{collection}/",
+            limit,
+            lambda current: limits.quota_exceeded(collection, project, current, limit, flag),
+        )
 
 
 class ResourceStore:

@@ -62,7 +62,7 @@ from gateway.schemas import (
     split_revision,
     with_revision,
 )
-from gateway.translate import limits, names
+from gateway.translate import names
 from gateway.translate.meta import SchemaMeta, SchemaRevisionMeta
 
 log = logging.getLogger(__name__)
@@ -178,14 +178,7 @@ class SchemaService:
     # -- changing ----------------------------------------------------------------------------
 
     def quota(self, project: str) -> Quota:
-        limit = self._max_per_project
-        return Quota(
-            f"projects/{project}/schemas/",
-            limit,
-            lambda current: limits.quota_exceeded(
-                "schemas", project, current, limit, "--max-schemas-per-project"
-            ),
-        )
+        return Quota.per_project("schemas", project, self._max_per_project, "--max-schemas-per-project")
 
     async def create(self, parent: str, schema: schema_pb2.Schema, schema_id: str) -> schema_pb2.Schema:
         if schema_id:

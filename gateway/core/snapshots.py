@@ -80,14 +80,7 @@ class SnapshotService:
         return stored.proto
 
     def quota(self, project: str) -> Quota:
-        limit = self._max_per_project
-        return Quota(
-            f"projects/{project}/snapshots/",
-            limit,
-            lambda current: limits.quota_exceeded(
-                "snapshots", project, current, limit, "--max-snapshots-per-project"
-            ),
-        )
+        return Quota.per_project("snapshots", project, self._max_per_project, "--max-snapshots-per-project")
 
     async def _capture(self, sub: StoredSubscription) -> dict[str, PartitionAcks]:
         """Every partition's ack state, folded from the whole log (every confirmed ack is there)."""

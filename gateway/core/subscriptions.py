@@ -226,13 +226,11 @@ class SubscriptionService:
         return stored.proto
 
     def quota(self, project: str) -> Quota:
-        limit = self._settings.max_subscriptions_per_project
-        return Quota(
-            f"projects/{project}/subscriptions/",
-            limit,
-            lambda current: limits.quota_exceeded(
-                "subscriptions", project, current, limit, "--max-subscriptions-per-project"
-            ),
+        return Quota.per_project(
+            "subscriptions",
+            project,
+            self._settings.max_subscriptions_per_project,
+            "--max-subscriptions-per-project",
         )
 
     def _undo(self, res: StoredSubscription, unknown: bool) -> asyncio.Task[None]:

@@ -161,13 +161,8 @@ class TopicService:
         await asyncio.shield(task)  # cancelled or not, the undo runs to its end
 
     def quota(self, project: str) -> Quota:
-        limit = self._settings.max_topics_per_project
-        return Quota(
-            f"projects/{project}/topics/",
-            limit,
-            lambda current: limits.quota_exceeded(
-                "topics", project, current, limit, "--max-topics-per-project"
-            ),
+        return Quota.per_project(
+            "topics", project, self._settings.max_topics_per_project, "--max-topics-per-project"
         )
 
     def _check_adoptable(self, kafka: str, partitions: int) -> None:
