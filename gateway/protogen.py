@@ -15,11 +15,18 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROTO_ROOT = REPO_ROOT / "protos"
 DEFAULT_OUT = Path(__file__).resolve().parent / "_pb"
-PROTO_FILES = ("google/pubsub/v1/schema.proto", "google/pubsub/v1/pubsub.proto")
-PACKAGE_DIRS = ("google", "google/pubsub", "google/pubsub/v1")
+PROTO_FILES = (
+    "google/pubsub/v1/schema.proto",
+    "google/pubsub/v1/pubsub.proto",
+    # The seed's early API (docs/legacy-api.md) and the two files it imports.
+    "proto2/empty.proto",
+    "tech/label/label.proto",
+    "tech/pubsub/pubsub.proto",
+)
+PACKAGE_DIRS = ("google", "google/pubsub", "google/pubsub/v1", "proto2", "tech", "tech/label", "tech/pubsub")
 
-_OWN_IMPORT = re.compile(r"^from google\.pubsub\.v1 import ", re.MULTILINE)
-_RELOCATED = "from gateway._pb.google.pubsub.v1 import "
+_OWN_IMPORT = re.compile(r"^from (google\.pubsub\.v1|proto2|tech\.label|tech\.pubsub) import ", re.MULTILINE)
+_RELOCATED = r"from gateway._pb.\1 import "
 # Our descriptors go into a pool of their own (gateway/_pb/_pool.py), not protobuf's default
 # pool, where the official client registers the same names.
 _DEFAULT_POOL = "_descriptor_pool.Default().AddSerializedFile("
