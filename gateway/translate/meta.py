@@ -55,6 +55,11 @@ class SubscriptionMeta:
     detached: bool = False
     topic_deleted: bool = False
     iam_policy: str = ""
+    # Settings of the seed's early API (tech.pubsub, docs/legacy-api.md) that v1 has no field for.
+    legacy_query: str = ""  # the label query as given; its v1 translation is the filter
+    legacy_push_endpoint: str = ""  # host:port of a PushEndpointService (gRPC push); "": none
+    legacy_truncate_max_bytes: int = 0  # TruncationPolicy.max_bytes; 0: not set
+    legacy_truncate_max_age_seconds: int = 0  # TruncationPolicy.max_age_seconds; 0: not set
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
