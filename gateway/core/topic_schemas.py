@@ -96,7 +96,9 @@ class TopicSchemas:
         matched = await asyncio.to_thread(_match, checks, [m.data for m in messages], form, head.name)
         common = {ATTR_SCHEMA_NAME: head.name, ATTR_SCHEMA_ENCODING: form.name}
         return [
-            OutgoingMessage(m.data, {**m.attributes, **common, ATTR_SCHEMA_REVISION_ID: rid}, m.ordering_key)
+            OutgoingMessage(
+                m.data, {**m.attributes, **common, ATTR_SCHEMA_REVISION_ID: rid}, m.ordering_key, m.numeric
+            )
             for m, rid in zip(messages, matched, strict=True)
         ]
 

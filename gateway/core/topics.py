@@ -268,7 +268,7 @@ class TopicService:
         self._refuse_reserved(res.meta.kafka_topic, "a topic stored by an older gateway")
         if res.proto.schema_settings.schema:
             messages = await self._schemas.stamp(res, messages)
-        out = [records.to_record(m.data, m.attributes, m.ordering_key) for m in messages]
+        out = [records.to_record(m.data, m.attributes, m.ordering_key, m.numeric) for m in messages]
         # Records without an ordering key go to any of the partitions the topic had when it
         # was made or adopted (one per call), away from any whose broker is gone.
         done = await self._producer.send(res.meta.kafka_topic, out, spread=res.meta.partitions)

@@ -34,6 +34,8 @@ class OutgoingMessage:
     data: bytes
     attributes: Mapping[str, str]
     ordering_key: str
+    # Attributes that were numeric labels of the seed's early API (records.NUMERIC_HEADER).
+    numeric: tuple[str, ...] = ()
 
 
 def check_publish(messages: Sequence[OutgoingMessage]) -> None:

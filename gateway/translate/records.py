@@ -5,12 +5,18 @@ data <-> value, attributes <-> headers (UTF-8 values), ordering key <-> record k
 producers may carry any key and any header bytes; they are delivered with the key as ordering
 key when it is valid UTF-8 of at most 1024 bytes (else as the attribute `kafka-key-base64`), and
 with non-UTF-8 header values base64-encoded under the attribute `<header>-base64`.
+
+One header is the gateway's own and never an attribute: `NUMERIC_HEADER` lists (as a JSON array
+of strings) the attributes that were published as numeric labels through the seed's early API
+(docs/legacy-api.md), so that they come back to its subscribers as numbers. Its name starts with
+`goog`, which no attribute published through v1 may.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -26,6 +32,7 @@ MAX_GRPC_MESSAGE = 20 * 1024 * 1024
 # Room a Pull or StreamingPull response keeps for fields beside its messages.
 RESPONSE_FRAMING_BYTES = 64 * 1024
 
+NUMERIC_HEADER = "goog-gateway-numeric-labels"
 Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes them
 
 
@@ -64,6 +71,8 @@ class MessageView:
     ordering_key: str
     message_id: str
     publish_time_ms: int
+    # Attributes that were published as numeric labels of the early API (NUMERIC_HEADER).
+    numeric: frozenset[str] = frozenset()
 
 
 def message_id(partition: int, offset: int) -> str:
@@ -76,16 +85,36 @@ def parse_message_id(mid: str) -> tuple[int, int]:
 
 
 def to_record(
-    data: bytes, attributes: Mapping[str, str], ordering_key: str
+    data: bytes, attributes: Mapping[str, str], ordering_key: str, numeric: Sequence[str] = ()
 ) -> tuple[bytes | None, bytes, Headers | None]:
-    """(key, value, headers) of the record that carries a published message."""
+    """(key, value, headers) of the record that carries a published message; `numeric` names
+    the attributes that were numeric labels (NUMERIC_HEADER)."""
     headers: Headers | None = [(k, v.encode()) for k, v in attributes.items()] if attributes else None
+    if numeric:
+        mark = json.dumps(sorted(numeric), ensure_ascii=False, separators=(",", ":")).encode()
+        headers = [*(headers or []), (NUMERIC_HEADER, mark)]
     return (ordering_key.encode() if ordering_key else None), data, headers
+
+
+def numeric_keys(raw: str | bytes | None) -> frozenset[str]:
+    """The attribute names a NUMERIC_HEADER value lists; nothing when it is not a JSON array of
+    strings (a header written by somebody else)."""
+    try:
+        keys = json.loads(raw or b"")
+    except (ValueError, UnicodeDecodeError):
+        return frozenset()
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return frozenset()
+    return frozenset(keys)
 
 
 def to_message(record: Record) -> MessageView:
     attributes: dict[str, str] = {}
+    numeric: frozenset[str] = frozenset()
     for name, raw in record.headers or ():
+        if name == NUMERIC_HEADER:
+            numeric = numeric_keys(raw)
+            continue
         if raw is None or isinstance(raw, str):
             attributes[name] = raw or ""
             continue
@@ -108,4 +137,5 @@ def to_message(record: Record) -> MessageView:
         ordering_key=ordering_key,
         message_id=message_id(record.partition, record.offset),
         publish_time_ms=record.timestamp_ms,
+        numeric=numeric,
     )
