@@ -1,0 +1,25 @@
+"""Events of the early API (tech.pubsub.PubsubEvent) built from delivered messages (pure):
+what Pull and PullBatch answer and what gRPC push sends (gateway/push)."""
+
+from __future__ import annotations
+
+from gateway._pb.tech.pubsub import pubsub_pb2
+from gateway.legacy.labels import to_labels
+from gateway.translate.records import MessageView
+
+
+def message_event(subscription: str, message: MessageView) -> pubsub_pb2.PubsubEvent:
+    """The event carrying `message`, for `subscription` as the subscriber names it (the early
+    API's form for subscriptions of the legacy project: gateway/legacy/names.py). Numeric labels
+    published through the early API come back as num_value; other attributes as str_value."""
+    event = pubsub_pb2.PubsubEvent(subscription=subscription)
+    msg = event.message
+    msg.data = message.data
+    msg.message_id = message.message_id
+    msg.label.extend(to_labels(message.attributes, message.numeric))
+    return event
+
+
+def deleted_event(subscription: str) -> pubsub_pb2.PubsubEvent:
+    """The event a push endpoint gets when its subscription is deleted."""
+    return pubsub_pb2.PubsubEvent(subscription=subscription, deleted=True)
