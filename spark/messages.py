@@ -3,7 +3,8 @@
 data = value, attributes = headers (a value that is not UTF-8 arrives base64-encoded under
 `<header>-base64`; the later of two equal names wins), ordering key = the key when it is UTF-8
 of 1..1024 bytes (any other non-empty key arrives as the attribute `kafka-key-base64`),
-message_id = partition << 40 | offset, publish_time = the record timestamp.
+message_id = partition << 40 | offset, publish_time = the record timestamp. The gateway's own
+header NUMERIC_HEADER (numeric labels of the early API) is never an attribute.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from gateway.translate.limits import MAX_ORDERING_KEY_BYTES
-from gateway.translate.records import KEY_ATTRIBUTE
+from gateway.translate.records import KEY_ATTRIBUTE, NUMERIC_HEADER
 
 PARTITION_SHIFT = 40  # as records.message_id: partition << 40 | offset
 COLUMNS = ("message_id", "data", "attributes", "ordering_key", "publish_time", "partition", "offset")
@@ -77,7 +78,11 @@ def attributes(headers: Column, key: Column) -> Column:
     """map<string,string> of the headers plus the key attribute, later entries winning."""
     odd_key = key.isNotNull() & (F.octet_length(key) > 0) & ~_ordering_key_ok(key)
     plain, fast = _plain(headers)
-    return F.when(plain & ~odd_key, fast).otherwise(_general(headers, key, odd_key))
+    found = F.when(plain & ~odd_key, fast).otherwise(_general(headers, key, odd_key))
+    # Only records published with numeric labels pay for the lambda.
+    marked = F.array_contains(headers["key"], NUMERIC_HEADER)
+    hidden = F.map_filter(found, lambda k, _: k != F.lit(NUMERIC_HEADER))
+    return F.when(marked, hidden).otherwise(found)
 
 
 def pubsub_view(records: DataFrame) -> DataFrame:

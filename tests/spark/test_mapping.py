@@ -47,6 +47,8 @@ CASES: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]] | N
     (None, b"dupes", [("a", b"1"), ("a", b"2"), ("a-base64", b"3"), ("a", b"\xff")]),
     (b"\xc3", b"key attribute wins", [("kafka-key-base64", b"header")]),
     (b"k", b"a null value", [("a", b"1"), ("none", None)]),
+    (None, b"numeric labels", [("n", b"5"), ("goog-gateway-numeric-labels", b'["n"]')]),
+    (b"\xc3", b"numeric, odd key", [("goog-gateway-numeric-labels", b"[]"), ("a", b"\xff")]),
 ]
 
 
