@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar, get_type_hints
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
-from gateway.translate import endpoints
+from gateway.translate import endpoints, names
 from gateway.translate.records import MAX_GRPC_MESSAGE
 
 ENV_PREFIX = "PUBSUB_GATEWAY_"
@@ -214,6 +214,11 @@ class Settings:
     expiration_check_seconds: float = setting(
         60.0, "how often the elected process looks for expired subscriptions"
     )
+    legacy_project: str = setting(
+        "legacy",
+        "project of the seed's early API (tech.pubsub): its names without `projects/` are "
+        "topics and subscriptions of this project (docs/legacy-api.md; default legacy)",
+    )
     min_expiration_ttl_seconds: int = setting(
         86_400, "smallest expiration_policy.ttl accepted (the API's is 1 day; lower it only for tests)"
     )
@@ -394,6 +399,11 @@ class Settings:
             raise SettingsError("--kafka-heap-mb must be at least 128")
         if not 0 <= self.kafka_max_restarts <= 100:
             raise SettingsError("--kafka-max-restarts must be 0..100")
+        if not names.valid_project(self.legacy_project):
+            raise SettingsError(
+                "--legacy-project must be a project id: letters, digits, '-', '_', '.', ':', "
+                "starting with a letter or digit, at most 100 characters"
+            )
         prefix = self.internal_prefix
         legal = all(c.isascii() and (c.isalnum() or c in "._-") for c in prefix)
         if not prefix or not legal or prefix.endswith("_"):

@@ -54,6 +54,11 @@ def project_name(name: str) -> str:
     return parts[1]
 
 
+def valid_project(project: str) -> bool:
+    """Whether `project` is a project id the names of the API may hold."""
+    return _PROJECT.fullmatch(project) is not None
+
+
 def topic(name: str) -> TopicName:
     parse(name, "topics")
     return TopicName(name)

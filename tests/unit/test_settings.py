@@ -220,3 +220,12 @@ def test_masked_hides_env_password() -> None:
     s = parse([], {"PUBSUB_GATEWAY_KAFKA_CONFIG": "sasl.password=hunter2"})
     assert s.kafka_config == {"sasl.password": "hunter2"}
     assert "hunter2" not in repr(s.masked())
+
+
+def test_legacy_project_is_a_project_id() -> None:
+    assert parse([]).legacy_project == "legacy"
+    assert parse(["--legacy-project", "old-systems"]).validate().legacy_project == "old-systems"
+    assert parse([], {"PUBSUB_GATEWAY_LEGACY_PROJECT": "p1"}).legacy_project == "p1"
+    for bad in ("", "a/b", "-x", "x" * 101):
+        with pytest.raises(SettingsError, match="--legacy-project"):
+            Settings(legacy_project=bad).validate()
