@@ -252,6 +252,11 @@ class DeliveryService:
     ) -> list[Delivery]:
         return await runner.deliver(res, taken, lease_until)
 
+    def record_activity(self, subscription: str) -> None:
+        """Count a call that names the subscription as activity for its expiration (the early
+        API's GetSubscription: docs/legacy-api.md)."""
+        self._activity.touch(self._subscription(subscription))
+
     # -- Acknowledge / ModifyAckDeadline ------------------------------------------------------
 
     async def acknowledge(self, subscription: str, ack_ids: Sequence[str], forwarded: bool = False) -> None:

@@ -138,7 +138,11 @@ class SubscriptionService:
         names.subscription(name)
         return self._store.require("subscription", name)
 
-    async def create(self, request: pubsub_pb2.Subscription) -> pubsub_pb2.Subscription:
+    async def create(
+        self, request: pubsub_pb2.Subscription, *, legacy_query: str = "", legacy_push_endpoint: str = ""
+    ) -> pubsub_pb2.Subscription:
+        """Create the subscription `request` describes. The early API (gateway/legacy) passes
+        the settings v1 has no field for, stored in the same record as the rest."""
         name = names.subscription(request.name)
         names.topic(request.topic)
         unsupported.check_subscription(request)
@@ -188,6 +192,8 @@ class SubscriptionService:
             group_id=f"{self._settings.internal_prefix}.{name}.{uid}",
             created_ms=now_ms(),
             detached=sub.detached,  # created detached: never delivers, as DetachSubscription makes it
+            legacy_query=legacy_query,
+            legacy_push_endpoint=legacy_push_endpoint,
         )
         res = Resource(name, sub, meta, op=uuid.uuid4().hex)
         self._store.check_size(res)

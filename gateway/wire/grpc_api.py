@@ -511,7 +511,7 @@ _KINDS = {
 }
 
 
-def _register(server: grpc.aio.Server, desc: ServiceDescriptor, servicer: object) -> None:
+def register(server: grpc.aio.Server, desc: ServiceDescriptor, servicer: object) -> None:
     """What the generated `add_*Servicer_to_server` does, from the service's descriptor, with
     request deserializers that hand undecodable requests to the handler (`decoder`)."""
     handlers: dict[str, grpc.RpcMethodHandler[Message | Undecodable, Message]] = {}
@@ -536,7 +536,7 @@ def add_to_server(
     server: grpc.aio.Server, publisher: Publisher, subscriber: Subscriber, iam: IamPolicy, schemas: Servicer
 ) -> None:
     """Serve the four services; `schemas` is grpc_schemas.Schemas (which imports this module)."""
-    _register(server, pb.DESCRIPTOR.services_by_name["Publisher"], publisher)
-    _register(server, pb.DESCRIPTOR.services_by_name["Subscriber"], subscriber)
-    _register(server, IAM_SERVICE, iam)
-    _register(server, SCHEMA_SERVICE, schemas)
+    register(server, pb.DESCRIPTOR.services_by_name["Publisher"], publisher)
+    register(server, pb.DESCRIPTOR.services_by_name["Subscriber"], subscriber)
+    register(server, IAM_SERVICE, iam)
+    register(server, SCHEMA_SERVICE, schemas)
