@@ -32,6 +32,8 @@ from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
 from gateway.kafka.supervisor import BrokerSupervisor
+from gateway.legacy import servicers as legacy_servicers
+from gateway.legacy.service import LegacyService
 from gateway.push.manager import PushManager
 from gateway.schemas import SchemaCache
 from gateway.security import iam
@@ -180,6 +182,8 @@ class Gateway:
         iam_policy = grpc_api.IamPolicy(guard, self.access)
         schema_servicer = grpc_schemas.Schemas(guard, schemas)
         grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)
+        legacy = LegacyService(s, store, topics, subs, delivery)
+        legacy_servicers.add_to_server(server, guard, legacy)
         shared: SharedPort | None = None
         if s.shares_port:
             shared = await self._shared_port(server, tls)
