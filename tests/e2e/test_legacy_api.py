@@ -4,6 +4,7 @@ proto, against a gateway subprocess; the official v1 client on the same data
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from gateway._pb.tech.label.label_pb2 import Label
 from gateway._pb.tech.pubsub import pubsub_pb2 as lpb
 from gateway._pb.tech.pubsub import pubsub_pb2_grpc as lgrpc
 from gateway.translate import records
+from tests.conftest import GatewayFactory
 from tests.e2e.clients import clients
 from tests.gateways import GatewayProcess
 
@@ -484,3 +486,53 @@ def test_idle_subscriptions_are_garbage_collected(
     )
     assert code_of(lambda: sub.Pull(lpb.PullRequest(subscription=name))) == grpc.StatusCode.NOT_FOUND
     assert sub.GetSubscription(lpb.GetSubscriptionRequest(subscription=kept)).topic == kept_topic
+
+
+def test_calls_need_the_permissions_of_their_v1_twins(start_gateway: GatewayFactory, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    members = {
+        "t-admin": "user:admin@example.com",
+        "t-pub": "user:pub@example.com",
+        "t-sub": "user:sub@example.com",
+    }
+    tokens.write_text(
+        "".join(f"{t} {m}\n" for t, m in {**members, "t-nobody": "user:no@example.com"}.items())
+    )
+    roles = {
+        "roles/pubsub.admin": "t-admin",
+        "roles/pubsub.publisher": "t-pub",
+        "roles/pubsub.subscriber": "t-sub",
+    }
+    bindings = [{"role": r, "members": [members[t]]} for r, t in roles.items()]
+    policy = tmp_path / "iam.json"
+    policy.write_text(json.dumps({"projects/iam-legacy": {"bindings": bindings}}))
+    gw = start_gateway(
+        "--auth-token-file", str(tokens), "--iam-policy-file", str(policy), "--legacy-project", "iam-legacy"
+    )
+    with grpc.insecure_channel(gw.address) as channel:
+        pub, sub = lgrpc.PublisherServiceStub(channel), lgrpc.SubscriberServiceStub(channel)
+
+        def as_(token: str) -> tuple[tuple[str, str], ...]:
+            return (("authorization", f"Bearer {token}"),)
+
+        topic, name = "iam-topic", "iam-sub"
+        assert code_of(lambda: pub.CreateTopic(lpb.Topic(name=topic))) == grpc.StatusCode.UNAUTHENTICATED
+        denied = grpc.StatusCode.PERMISSION_DENIED
+        assert code_of(lambda: pub.CreateTopic(lpb.Topic(name=topic), metadata=as_("t-nobody"))) == denied
+        pub.CreateTopic(lpb.Topic(name=topic), metadata=as_("t-admin"))
+        sub.CreateSubscription(lpb.Subscription(name=name, topic=topic), metadata=as_("t-admin"))
+        publish = lpb.PublishRequest(topic=topic, message=msg(b"x"))
+        pub.Publish(publish, metadata=as_("t-pub"))
+        assert code_of(lambda: pub.Publish(publish, metadata=as_("t-sub"))) == denied
+        pull = lpb.PullBatchRequest(subscription=name, max_events=10)
+        assert code_of(lambda: sub.PullBatch(pull, metadata=as_("t-pub"))) == denied
+        got = sub.PullBatch(pull, metadata=as_("t-sub"), timeout=30).pull_responses
+        sub.Acknowledge(
+            lpb.AcknowledgeRequest(subscription=name, ack_id=[r.ack_id for r in got]), metadata=as_("t-sub")
+        )
+        nack = lpb.NackRequest(subscription=name, ack_id=["x"])
+        assert code_of(lambda: sub.Nack(nack, metadata=as_("t-pub"))) == denied
+        delete = lpb.DeleteTopicRequest(topic=topic)
+        assert code_of(lambda: pub.DeleteTopic(delete, metadata=as_("t-pub"))) == denied
+        assert code_of(lambda: pub.DeleteTopic(delete, metadata=as_("t-sub"))) == denied
+        pub.DeleteTopic(delete, metadata=as_("t-admin"))
