@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import grpc
-from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.descriptor import FieldDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as v1
@@ -49,13 +49,29 @@ class _Servicer:
         await self._guard.admit(v1_method, request, context)
 
 
+def text_checked(request: M, path: str = "") -> M:
+    """`request`, or INVALID_ARGUMENT if a string field in it is not UTF-8. proto2 does not
+    check strings when parsing (protobuf's Python runtime then hands out bytes), so the early
+    API checks them here, as proto3 parsing does for v1."""
+    for field, value in request.ListFields():
+        where = f"{path}{field.name}"
+        items = value if field.is_repeated else [value]
+        if field.type == FieldDescriptor.TYPE_STRING:
+            if any(isinstance(v, bytes) for v in items):
+                raise InvalidArgument(f"Invalid PROTO payload received: {where} is not valid UTF-8.")
+        elif field.type == FieldDescriptor.TYPE_MESSAGE:
+            for v in items:
+                text_checked(v, where + ".")
+    return request
+
+
 def _served(
     fn: Callable[[S, M, Context], Awaitable[R]],
 ) -> Callable[[S, M | Undecodable, Context], Awaitable[R]]:
     @functools.wraps(fn)
     async def wrapper(self: S, request: M | Undecodable, context: Context) -> R:
         try:
-            return await fn(self, decoded(request), context)
+            return await fn(self, text_checked(decoded(request)), context)
         except GatewayError as err:
             await abort(context, err)
         except Exception:

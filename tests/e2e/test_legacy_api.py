@@ -536,3 +536,42 @@ def test_calls_need_the_permissions_of_their_v1_twins(start_gateway: GatewayFact
         assert code_of(lambda: pub.DeleteTopic(delete, metadata=as_("t-pub"))) == denied
         assert code_of(lambda: pub.DeleteTopic(delete, metadata=as_("t-sub"))) == denied
         pub.DeleteTopic(delete, metadata=as_("t-admin"))
+
+
+HOSTILE = {
+    "undecodable": b"\xff\xff\xff\xff",
+    "field 1 not UTF-8": b"\x0a\x02\xff\xfe",
+    "field 1 of 1 MB": b"\x0a\x80\x80\x40" + b"a" * (1 << 20),
+    "empty": b"",
+}
+NEVER = {
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+}
+
+
+def test_hostile_requests_get_the_apis_statuses(gw: GatewayProcess, stubs: Stubs) -> None:
+    """Every method of both services, sent bytes that are no request, invalid UTF-8 or a 1 MB
+    name: a status of the API, never one the clients retry or INTERNAL, and nothing made."""
+    pub, _ = stubs
+    before = [t.name for t in pub.ListTopics(lpb.ListTopicsRequest(max_results=1000)).topic]
+    with grpc.insecure_channel(gw.address) as channel:
+        for desc in (
+            lgrpc.tech_dot_pubsub_dot_pubsub__pb2.DESCRIPTOR.services_by_name[s]
+            for s in ("PublisherService", "SubscriberService")
+        ):
+            for method in desc.methods:
+                call = channel.unary_unary(f"/{desc.full_name}/{method.name}")
+                for what, body in HOSTILE.items():
+                    try:
+                        call(body, timeout=30)
+                        code = grpc.StatusCode.OK
+                    except grpc.RpcError as err:
+                        code = err.code()  # type: ignore[attr-defined]
+                    assert code not in NEVER, (method.name, what, code)
+                    if what != "empty" or method.name not in {"ListTopics", "ListSubscriptions"}:
+                        assert code != grpc.StatusCode.OK, (method.name, what)
+    after = [t.name for t in pub.ListTopics(lpb.ListTopicsRequest(max_results=1000)).topic]
+    assert after == before

@@ -91,3 +91,19 @@ def test_message_event_carries_data_id_and_subscription() -> None:
     assert event.message.message_id == records.message_id(0, 7)
     assert event.WhichOneof("type") == "message"
     assert events.deleted_event("my-sub").deleted
+
+
+def test_strings_that_are_not_utf8_are_refused_anywhere_in_a_request() -> None:
+    from gateway._pb.tech.pubsub import pubsub_pb2 as lpb
+    from gateway.legacy.servicers import text_checked
+
+    fine = lpb.PublishBatchRequest(
+        topic="t", messages=[lpb.PubsubMessage(label=[Label(key="k", str_value="v")])]
+    )
+    assert text_checked(fine) is fine
+    # PublishBatchRequest{messages: [PubsubMessage{label: [Label{key: b"\xff"}]}]}
+    label = b"\x0a\x01\xff"
+    message = b"\x12" + bytes([len(label)]) + label
+    request = lpb.PublishBatchRequest.FromString(b"\x12" + bytes([len(message)]) + message)
+    with pytest.raises(InvalidArgument, match=r"messages\.label\.key is not valid UTF-8"):
+        text_checked(request)
