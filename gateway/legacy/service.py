@@ -35,6 +35,7 @@ NAME_LABEL = "pubsub.name"
 TOPIC_LABEL = "pubsub.topic"
 DEFAULT_MAX_EVENTS = 100
 MAX_EVENTS = 1000
+MAX_DURATION_SECONDS = 315_576_000_000  # google.protobuf.Duration's range (10,000 years)
 TRUNCATION = (
     "Truncation (truncation_policy, TruncateSubscription) is not implemented by this gateway yet "
     "(docs/legacy-api.md)."
@@ -126,7 +127,9 @@ class LegacyService:
                 raise InvalidArgument(f"Invalid garbage_collect_seconds: {n}; it must be positive.")
             # The system may delete it after *at least* n seconds: never sooner than the
             # gateway's smallest expiration TTL (--min-expiration-ttl-seconds).
-            sub.expiration_policy.ttl.seconds = min(max(n, self._settings.min_expiration_ttl_seconds), 2**40)
+            sub.expiration_policy.ttl.seconds = min(
+                max(n, self._settings.min_expiration_ttl_seconds), MAX_DURATION_SECONDS
+            )
         else:
             sub.expiration_policy.SetInParent()  # kept until deleted
         await self._subs.create(sub, legacy_query=request.query, legacy_push_endpoint=endpoint)

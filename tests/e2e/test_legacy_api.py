@@ -575,3 +575,14 @@ def test_hostile_requests_get_the_apis_statuses(gw: GatewayProcess, stubs: Stubs
                         assert code != grpc.StatusCode.OK, (method.name, what)
     after = [t.name for t in pub.ListTopics(lpb.ListTopicsRequest(max_results=1000)).topic]
     assert after == before
+
+
+def test_huge_garbage_collect_seconds_stay_a_valid_duration(
+    stubs: Stubs, uid: Callable[[str], str]
+) -> None:
+    _, sub = stubs
+    _, name = topic_and_sub(stubs, uid, garbage_collect_seconds=2**62)
+    assert (
+        sub.GetSubscription(lpb.GetSubscriptionRequest(subscription=name)).garbage_collect_seconds
+        == 315_576_000_000
+    )
