@@ -577,9 +577,7 @@ def test_hostile_requests_get_the_apis_statuses(gw: GatewayProcess, stubs: Stubs
     assert after == before
 
 
-def test_huge_garbage_collect_seconds_stay_a_valid_duration(
-    stubs: Stubs, uid: Callable[[str], str]
-) -> None:
+def test_huge_garbage_collect_seconds_stay_a_valid_duration(stubs: Stubs, uid: Callable[[str], str]) -> None:
     _, sub = stubs
     _, name = topic_and_sub(stubs, uid, garbage_collect_seconds=2**62)
     assert (
