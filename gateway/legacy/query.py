@@ -249,7 +249,7 @@ class _Parser:
             return
         closer = "')'" if paren else "the end"
         hint = ""
-        if t.kind == "word" and t.text.upper() in KEYWORDS:
+        if t.kind == "word" and t.text.upper() in KEYWORDS and t.text not in KEYWORDS:
             hint = f" (the keywords are upper case: {t.text.upper()})"
         prev = self.toks[self.i - 1]
         if prev.kind == "word" and prev.text.upper() == "NOT" and prev.text != "NOT":

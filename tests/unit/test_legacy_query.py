@@ -271,6 +271,8 @@ INVALID: list[tuple[str, int, str]] = [
     ("a or b", 2, "the keywords are upper case: OR"),
     ("not a", 4, "the keywords are upper case: NOT"),
     ("AND", 0, "found the keyword AND (quote a key named so)"),
+    ("a NOT b", 2, "expected AND, OR or the end, found 'NOT'"),
+    ("a Or b", 2, "the keywords are upper case: OR"),
     ("a AND NOT", END, "found the end"),
     # parentheses
     ("(a", END, "expected AND, OR or ')', found the end"),
@@ -308,6 +310,12 @@ def test_invalid(text: str, where: int, what: str) -> None:
     assert info.value.position == pos, info.value.message
     assert info.value.message.startswith(f"Invalid query at position {pos}: "), info.value.message
     assert what in info.value.message
+
+
+def test_the_upper_case_hint_is_given_only_for_other_cases() -> None:
+    with pytest.raises(QueryError) as info:
+        query.parse("a NOT b")
+    assert "upper case" not in info.value.message
 
 
 def test_a_long_token_is_quoted_short_in_the_message() -> None:
