@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import gc
 import logging
 import signal
@@ -67,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
     )
     logging.getLogger("gateway").info("settings: %s", settings.masked())
+    # A crash in native code (librdkafka, grpc) would otherwise end the process without a word:
+    # print every thread's Python stack to the log first, so the report says what was running.
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     try:
         return _event_loop_runner(settings.event_loop)(_serve(settings))
     except GatewayError as exc:  # only start-up lets one through: say why, without a traceback

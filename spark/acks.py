@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from spark import driver
 from spark.options import KafkaConnection, connection
 from spark.subscription import DEFAULT_PREFIX, load
 
@@ -65,12 +66,17 @@ def ack(
     kafka_settings: Mapping[str, str] | None = None,
     epoch: int | None = None,
     writer: str | None = None,
+    applied_timeout: float = 30.0,
 ) -> None:
     """Acknowledge every message of `df` (a batch DataFrame with `partition` and `offset`
     columns, e.g. from `read_backlog`, or the batch of a `foreachBatch`) for `subscription`.
 
-    Returns once the commands are durable in Kafka. `epoch` defaults to the subscription's
-    current epoch (acks written in an epoch a later Seek replaced are ignored, as in Pub/Sub).
+    Returns once the commands are durable in Kafka and every gateway process that owns a
+    partition of the subscription has applied them (docs/spark.md, "Acknowledging"): from then
+    on no subscriber is sent those messages again. TimeoutError if an owner has not applied them
+    within `applied_timeout` seconds (the acks stay written: they take effect when applied).
+    `epoch` defaults to the subscription's current epoch (acks written in an epoch a later Seek
+    replaced are ignored, as in Pub/Sub).
     """
     if df.isStreaming:
         raise TypeError("ack() takes a batch DataFrame: call it inside foreachBatch")
@@ -78,3 +84,11 @@ def ack(
     sub = load(subscription, conn, internal_prefix)
     cmds = commands(df, sub.meta.epoch if epoch is None else epoch, writer or writer_id())
     cmds.write.format("kafka").options(**conn.sink()).option("topic", sub.meta.log_topic).save()
+    driver.await_applied(
+        conn,
+        sub.meta.log_topic,
+        sub.meta.partitions,
+        sub.meta.group_id,
+        sub.meta.applied_group,
+        applied_timeout,
+    )

@@ -149,3 +149,56 @@ def log_tail(conn: KafkaConnection, log_topic: str, partition: int, epoch: int) 
         if o >= start and k is not None and v is not None and logformat.is_command_key(k)
     ]
     return LogTail(checkpoint, watermark, commands)
+
+
+def await_applied(
+    conn: KafkaConnection, log_topic: str, partitions: int, group: str, applied_group: str, timeout: float
+) -> None:
+    """Return once every partition of the lease/ack log that a gateway process owns has been
+    applied by it up to the log's current end (read now, after the caller's writes): from then
+    on no process delivers what those writes acknowledged. A partition nobody owns needs no
+    wait (its next owner folds the whole log before it delivers anything), and neither does a
+    subscription no process serves. While the group rebalances, assignments are not known:
+    wait for it to settle. TimeoutError after `timeout` seconds, naming the partitions behind."""
+    from confluent_kafka import ConsumerGroupState, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": conn.bootstrap, "log_level": 0, **conn.driver_settings()})
+    deadline = time.monotonic() + timeout
+    behind: list[int] = []
+    with consumer(conn, group=applied_group) as c:
+        ends = end_offsets(c, log_topic, partitions)
+        while True:
+            desc = admin.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result()
+            settled = desc.state in (
+                ConsumerGroupState.STABLE,
+                ConsumerGroupState.EMPTY,
+                ConsumerGroupState.DEAD,
+            )
+            owned = {
+                tp.partition
+                for m in desc.members
+                for tp in m.assignment.topic_partitions
+                if tp.partition < partitions
+            }
+            if settled and owned:
+                try:
+                    found = c.committed(
+                        [TopicPartition(log_topic, p) for p in sorted(owned)], timeout=TIMEOUT
+                    )
+                except KafkaException as exc:
+                    log.debug("applied offsets of %s not readable yet: %s", log_topic, exc)
+                    found = []
+                done = {tp.partition: tp.offset for tp in found if tp.error is None}
+                behind = [p for p in sorted(owned) if done.get(p, -1) < ends[p]]
+            else:
+                behind = [] if settled else sorted(owned) or [-1]
+            if not behind:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the gateway processes serving {log_topic} did not apply the acks "
+                    f"within {timeout:.0f} s "
+                    f"(partitions behind: {behind}; -1: the group was rebalancing)"
+                )
+            time.sleep(0.05)

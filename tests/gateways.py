@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 READY_TIMEOUT = 90.0
+_CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
 
 
 def kafka_version() -> str:
@@ -77,10 +78,16 @@ class GatewayProcess:
             self.proc.wait(10)
 
     def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM and wait. A gateway that had crashed (a fatal signal no test sends) fails the
+        test that owns it, with the end of its log: the stacks faulthandler printed."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout)
+        code = self.proc.wait(timeout)
+        if -code in _CRASH_SIGNALS:
+            log = self.log_paths[-1].read_text(errors="replace")[-8000:]
+            raise AssertionError(f"the gateway crashed ({signal.Signals(-code).name}); log:\n{log}")
+        return code
 
     def restart(self) -> GatewayProcess:
         self.kill()

@@ -44,7 +44,9 @@ def of(sub: pubsub_pb2.Subscription, dead_letter_kafka_topic: str | None) -> Pol
         backoff = backoff_of(lo, hi)
     dlp = sub.dead_letter_policy if sub.HasField("dead_letter_policy") else None
     return Policies(
-        filter=filters.parse(sub.filter),
+        # Checked against the API's limits when it was set; a legacy label query's translation
+        # (docs/legacy-query.md) may be longer than v1's 256 bytes.
+        filter=filters.parse(sub.filter, max_bytes=None),
         retention_ms=to_ms(sub.message_retention_duration) or DEFAULT_RETENTION_MS,
         backoff=backoff,
         max_attempts=(dlp.max_delivery_attempts or 5) if dlp is not None and dlp.dead_letter_topic else None,

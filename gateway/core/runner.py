@@ -31,6 +31,7 @@ from gateway.leases.fold import fold
 from gateway.leases.ranges import to_ranges
 from gateway.leases.state import Budget, PartitionState
 from gateway.translate import ackids
+from gateway.translate.meta import applied_group
 from gateway.translate.records import Record, to_message
 
 if TYPE_CHECKING:
@@ -114,7 +115,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             on_joined=self._on_joined,
             on_denied=self._on_denied,
         )
-        self._log_reader = kafka_consumer.TailReader(kafka_config, f"log-{name}", self._on_log)
+        self._log_reader = kafka_consumer.TailReader(
+            kafka_config, f"log-{name}", self._on_log, progress_group=applied_group(group_id)
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
         self._discard = False
@@ -207,6 +210,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.states[p] = state
         self._folded[p] = folded
         self._log_applied[p] = log_end
+        self._log_reader.report_progress({(self.writer.topic, p): log_end})
         state.dirty = True
 
     def on_fetch_targets(self, ends: dict[int, int]) -> None:
@@ -320,11 +324,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def _apply_log(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
         now = now_ms()
-        for _topic, p, offset, key, value in batch:
+        applied: dict[tuple[str, int], int] = {}
+        for topic, p, offset, key, value in batch:
             state = self.states.get(p)
             if state is None:
                 continue
             self._log_applied[p] = max(self._log_applied.get(p, 0), offset + 1)
+            applied[(topic, p)] = self._log_applied[p]
             if key is None or value is None or key in self._folded[p]:
                 continue  # a tombstone, or a command this process applied already
             try:
@@ -338,6 +344,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             elif isinstance(cmd, Checkpoint) and cmd.epoch > state.epoch:
                 self._adopt_seek(p, state, cmd, now)
         self._after_change()
+        if applied:
+            self._log_reader.report_progress(applied)
 
     def _adopt_seek(self, p: int, state: PartitionState[Record], cp: Checkpoint, now: int) -> None:
         """A seek wrote a checkpoint of a new epoch: start over from it."""

@@ -310,6 +310,8 @@ class SubscriptionService:
         async def run() -> None:
             await self._admin.delete_topic(res.meta.log_topic)
             await self._remove_group(res)
+            # Offsets only, never members: gone at once (a failure leaves Kafka to expire them).
+            await self._admin.delete_group(res.meta.applied_group)
 
         self._spawn(run())
 

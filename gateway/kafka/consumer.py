@@ -82,6 +82,12 @@ def _reader_config(base: Config) -> dict[str, str | int | float | bool]:
     )
 
 
+def _on_progress_commit(err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+    """A failed commit of applied progress only delays a waiting writer until the next one."""
+    if err is not None:
+        log.debug("committing applied progress failed: %s", err)
+
+
 def _watermarks(consumer: confluent_kafka.Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
     """(low, high) of a partition, retrying while a new topic's leader is being elected."""
     deadline = time.monotonic() + timeout
@@ -218,12 +224,19 @@ class TailReader:
         name: str,
         on_messages: Callable[[list[tuple[str, int, int, bytes | None, bytes | None]]], None],
         on_denied: Callable[[PermissionDenied], None] | None = None,
+        progress_group: str | None = None,
     ) -> None:
-        self._consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
+        config: dict[str, object] = dict(_reader_config(base))
+        if progress_group is not None:
+            config["group.id"] = progress_group
+            config["on_commit"] = _on_progress_commit
+        self._consumer = confluent_kafka.Consumer(config, logger=_rdkafka_log)
         self._on_messages = on_messages
         self._on_denied = on_denied
         self._running = True
         self._lock = threading.Lock()
+        self._progress: dict[tuple[str, int], int] = {}
+        self._progress_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name=f"tail-{name}", daemon=True)
 
     def start(self, assignments: Mapping[tuple[str, int], int]) -> None:
@@ -260,6 +273,22 @@ class TailReader:
                     log.error("%s", refused.message)
             if batch:
                 self._on_messages(batch)
+            self._commit_progress()
+
+    def report_progress(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        """The caller has applied these partitions up to (before) these offsets: the reader's
+        thread commits them to `progress_group` on its next turn (within POLL_SECONDS), for
+        writers that wait until what they wrote is applied (Spark's ack)."""
+        with self._progress_lock:
+            self._progress.update(offsets)
+
+    def _commit_progress(self) -> None:
+        with self._progress_lock:
+            progress, self._progress = self._progress, {}
+        if progress:
+            tps = [TopicPartition(t, p, o) for (t, p), o in progress.items()]
+            with self._lock:
+                self._consumer.commit(offsets=tps, asynchronous=True)
 
     def stop(self) -> None:
         """Blocking; idempotent."""

@@ -8,7 +8,8 @@
 Keys of letters, digits, '-' and '_' stand bare; any other key is a string literal. String
 literals take double or single quotes with backslash escapes (\\n, \\t, \\\\, quotes, \\xHH,
 \\uHHHH, octal \\NNN). Matching is case-sensitive. AND and OR may not be mixed at one level
-without parentheses. A filter is at most 256 bytes. Parse errors name the position.
+without parentheses. A filter is at most 256 bytes (a filter the gateway writes itself may
+lift that: `parse(..., max_bytes=None)`). Parse errors name the position.
 """
 
 from __future__ import annotations
@@ -166,10 +167,14 @@ class _Parser:
         return lambda a: a.get(key) != value
 
 
-def parse(text: str) -> Predicate | None:
-    """A predicate on attributes, or None for the empty filter (everything matches)."""
-    if len(text.encode()) > MAX_FILTER_BYTES:
-        raise InvalidArgument(f"Invalid filter: at most {MAX_FILTER_BYTES} bytes are allowed.")
+def parse(text: str, *, max_bytes: int | None = MAX_FILTER_BYTES) -> Predicate | None:
+    """A predicate on attributes, or None for the empty filter (everything matches).
+
+    `max_bytes` is the API's limit, what v1 clients get. None lifts it, for filters the gateway
+    writes itself from input bounded otherwise: the translation of a legacy label query
+    (gateway/legacy/query.py bounds its size and nesting) may be longer than 256 bytes."""
+    if max_bytes is not None and len(text.encode()) > max_bytes:
+        raise InvalidArgument(f"Invalid filter: at most {max_bytes} bytes are allowed.")
     if not text.strip():
         return None
     parser = _Parser(text)

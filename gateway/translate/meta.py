@@ -63,6 +63,12 @@ class SubscriptionMeta:
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
+    def applied_group(self) -> str:
+        """The consumer group whose committed offsets on the lease/ack log say how far each
+        partition's owner has applied it (docs/spark.md: a Spark ack waits for them)."""
+        return applied_group(self.group_id)
+
+    @property
     def delivers(self) -> bool:
         """Whether it may still deliver: not detached, and its topic not deleted."""
         return not (self.detached or self.topic_deleted)
@@ -71,6 +77,11 @@ class SubscriptionMeta:
     def active_ms(self) -> int:
         """When it was last active (its creation, if nothing since), for expiration."""
         return self.last_active_ms or self.created_ms
+
+
+def applied_group(group_id: str) -> str:
+    """SubscriptionMeta.applied_group of a subscription's consumer group."""
+    return f"{group_id}.applied"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

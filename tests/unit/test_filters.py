@@ -310,6 +310,24 @@ def test_the_limit_counts_bytes_not_characters() -> None:
         filters.parse(" " * (MAX_FILTER_BYTES + 1))
 
 
+def test_the_limit_is_the_default_and_can_be_lifted_only_on_request() -> None:
+    long = " OR ".join(f"attributes:k{i}" for i in range(100))
+    assert len(long.encode()) > MAX_FILTER_BYTES
+    with pytest.raises(InvalidArgument, match="at most 256 bytes"):
+        filters.parse(long)
+    with pytest.raises(InvalidArgument, match="at most 256 bytes"):
+        filters.parse(long, max_bytes=MAX_FILTER_BYTES)
+    predicate = filters.parse(long, max_bytes=None)
+    assert predicate is not None
+    assert predicate({"k99": ""}) and not predicate({"k100": ""})
+    with pytest.raises(InvalidArgument, match="at most 10 bytes"):
+        filters.parse("attributes:abc", max_bytes=10)
+    assert filters.parse(" " * 10_000, max_bytes=None) is None
+    with pytest.raises(FilterError) as info:
+        filters.parse(long + " OR", max_bytes=None)
+    assert info.value.position == len(long) + 3
+
+
 def test_a_long_chain_within_the_limit() -> None:
     text = " OR ".join(f"attributes:k{i}" for i in range(15))
     assert len(text.encode()) <= MAX_FILTER_BYTES
