@@ -66,9 +66,15 @@ def _seconds(d: duration_pb2.Duration) -> float:
 
 
 def validate(
-    sub: pubsub_pb2.Subscription, min_ttl_seconds: int = DAY, *, destinations: endpoints.Policy
+    sub: pubsub_pb2.Subscription,
+    min_ttl_seconds: int = DAY,
+    *,
+    destinations: endpoints.Policy,
+    filter_max_bytes: int | None = filters.MAX_FILTER_BYTES,
 ) -> None:
-    """Field checks shared by create and update (all before any write)."""
+    """Field checks shared by create and update (all before any write). `filter_max_bytes` is
+    None for a filter the gateway wrote (an early-API query's translation, docs/legacy-api.md),
+    which may be longer than v1's 256 bytes."""
     sub.ack_deadline_seconds = limits.ack_deadline(sub.ack_deadline_seconds)
     if sub.HasField("message_retention_duration"):
         s = _seconds(sub.message_retention_duration)
@@ -98,7 +104,7 @@ def validate(
     has_ttl = sub.HasField("expiration_policy") and policy.HasField("ttl")
     if has_ttl and _seconds(policy.ttl) < min_ttl_seconds:
         raise InvalidArgument(f"Invalid expiration_policy.ttl: the minimum is {min_ttl_seconds} s (1 day).")
-    filters.parse(sub.filter)  # INVALID_ARGUMENT naming the position of a syntax error
+    filters.parse(sub.filter, max_bytes=filter_max_bytes)  # INVALID_ARGUMENT naming the position
     if sub.push_config.push_endpoint:
         check_endpoint(sub.push_config.push_endpoint, destinations)
 
@@ -126,6 +132,12 @@ def check_endpoint(url: str, destinations: endpoints.Policy) -> None:
         raise InvalidArgument(f"Invalid push_config.push_endpoint {endpoints.mask(url)!r}: {problem}.")
 
 
+def _filter_limit(legacy_query: str) -> int | None:
+    """The filter's size limit: v1's, unless the filter is an early-API query's translation,
+    whose size the query's own limit bounds (gateway/legacy/query.py)."""
+    return None if legacy_query else filters.MAX_FILTER_BYTES
+
+
 class SubscriptionService:
     def __init__(self, settings: Settings, store: ResourceStore, admin: Admin, producer: Producer) -> None:
         self._settings = settings
@@ -151,7 +163,10 @@ class SubscriptionService:
         sub.CopyFrom(request)
         unsupported.scrub_subscription(sub)
         validate(
-            sub, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
+            sub,
+            self._settings.min_expiration_ttl_seconds,
+            destinations=self._settings.push_destinations,
+            filter_max_bytes=_filter_limit(legacy_query),
         )
         limits.check_labels(sub.labels)
         if not sub.HasField("expiration_policy"):
@@ -274,7 +289,10 @@ class SubscriptionService:
         if "push_config" in mask:
             check_push_only(proto.push_config)
         validate(
-            proto, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
+            proto,
+            self._settings.min_expiration_ttl_seconds,
+            destinations=self._settings.push_destinations,
+            filter_max_bytes=_filter_limit(res.meta.legacy_query),
         )
         if "labels" in mask:
             limits.check_labels(proto.labels)
@@ -354,6 +372,9 @@ class SubscriptionService:
         proto.CopyFrom(res.proto)
         proto.push_config.CopyFrom(push_config)
         validate(
-            proto, self._settings.min_expiration_ttl_seconds, destinations=self._settings.push_destinations
+            proto,
+            self._settings.min_expiration_ttl_seconds,
+            destinations=self._settings.push_destinations,
+            filter_max_bytes=_filter_limit(res.meta.legacy_query),
         )
         await self._store.update(dataclasses.replace(res, proto=proto))
