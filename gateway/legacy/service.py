@@ -74,7 +74,7 @@ class LegacyService:
             found = [
                 n for n in found if (r := self._store.get("topic", n)) and q.matches(self.topic_labels(r))
             ]
-        return page(found, min(max(0, max_results), MAX_EVENTS), page_token)
+        return page(found, max(0, max_results), page_token)  # 0: 100; at most 1000
 
     def topic_labels(self, res: StoredTopic) -> dict[str, str]:
         return {**res.proto.labels, NAME_LABEL: self.names.show(res.name)}
@@ -167,7 +167,7 @@ class LegacyService:
                 for n in found
                 if (r := self._store.get("subscription", n)) and q.matches(self.subscription_labels(r))
             ]
-        chunk, token = page(found, min(max(0, max_results), MAX_EVENTS), page_token)
+        chunk, token = page(found, max(0, max_results), page_token)  # 0: 100; at most 1000
         return [r for n in chunk if (r := self._store.get("subscription", n)) is not None], token
 
     def subscription_labels(self, res: StoredSubscription) -> Mapping[str, str]:
