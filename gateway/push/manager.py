@@ -21,8 +21,8 @@ from gateway.core.topic_schemas import SchemaMarks
 from gateway.push import jwks, sender
 from gateway.push.auth import TokenSigner
 from gateway.push.dispatcher import Dispatcher
+from gateway.push.http_push import HttpPusher
 from gateway.push.keystore import KeyStore
-from gateway.translate import endpoints
 
 if TYPE_CHECKING:
     from gateway.core.delivery import DeliveryService
@@ -133,15 +133,13 @@ class PushManager:
         dispatcher = Dispatcher(
             wanted,
             self._delivery,
-            self._http,
-            self.signer,
+            HttpPusher(wanted, self._http, self.signer, self._marks),
             self._settings.push_max_outstanding,
             self._settings.push_max_connections,
-            self._marks,
         )
         self._dispatchers[name] = dispatcher
         dispatcher.start()
-        log.info("%s: pushing to %s", name, endpoints.mask(dispatcher.target.endpoint))
+        log.info("%s: pushing to %s", name, dispatcher.pusher.endpoint())
 
     def _retire(self, name: str) -> None:
         dispatcher = self._dispatchers.pop(name)
