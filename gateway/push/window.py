@@ -153,7 +153,6 @@ class PushRate:
             self.limit = max(self.minimum, rate / 2)
         else:
             self.limit = max(self.minimum, self.limit / 2)
-        self._next = min(self._next, now + 1.0 / self.limit)  # a halving applies from now on
 
     def cap(self, window: int) -> int:
         """`window` capped to what the limit sends in `horizon` seconds (at least one)."""

@@ -90,14 +90,13 @@ def test_a_limit_paces_pushes_evenly() -> None:
     assert rate.reserve(10.0) == pytest.approx(0.05)
 
 
-def test_a_push_back_applies_to_the_next_turn_at_once() -> None:
+def test_after_a_push_back_the_next_turns_follow_the_new_limit() -> None:
     rate = PushRate()
-    rate.limit, rate.ceiling = 1.0, 100.0
-    for _ in range(10):
-        rate.reserve(0.0)  # ten turns reserved at one per second
+    rate.limit, rate.ceiling = 8.0, 100.0
+    assert [rate.reserve(0.0) for _ in range(3)] == pytest.approx([0.0, 0.125, 0.25])
     rate.on_push_back(0.0, 0.0)
-    assert rate.limit == MIN_RATE
-    assert rate.reserve(0.0) <= 10.0
+    assert rate.limit == 4.0
+    assert [rate.reserve(0.0) for _ in range(2)] == pytest.approx([0.375, 0.625])
 
 
 def test_the_measured_rate_counts_the_current_and_the_previous_second() -> None:
