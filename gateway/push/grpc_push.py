@@ -89,24 +89,6 @@ def outcome_of(code: grpc.StatusCode, details: str) -> Outcome:
     return Outcome(False, shown)
 
 
-def split_endpoint(endpoint: str) -> tuple[str, int]:
-    """(host, port) of "host:port" or "[v6]:port"; ValueError for anything else."""
-    host, sep, port_text = endpoint.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            raise ValueError(f"{endpoint!r} is not host:port: {host!r} is no IPv6 address") from None
-    if not sep or not host or (":" in host and not endpoint.startswith("[")):
-        raise ValueError(f"{endpoint!r} is not host:port")
-    if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"{endpoint!r} has no port between 1 and 65535")
-    if any(c.isspace() or c in "/@?#" for c in host):
-        raise ValueError(f"{endpoint!r} is not host:port")
-    return host, int(port_text)
-
-
 def channel_target(addresses: list[str], port: int) -> str:
     """The grpc target that connects to `addresses` (IPv4 ones if there are any) and no other."""
     v4 = [a for a in addresses if ipaddress.ip_address(a).version == 4]
@@ -186,7 +168,7 @@ class GrpcPushClient:
             held = self._channels.get(endpoint)
             if held is not None and now - held.resolved_at < RESOLVE_SECONDS:
                 return held
-            host, port = split_endpoint(endpoint)
+            host, port = endpoints.host_port(endpoint)
             literal = endpoints.host_address(host)
             addresses = [str(literal)] if literal is not None else await self._resolve(host, port)
             if not addresses:

@@ -17,9 +17,10 @@ from grpc import aio
 from gateway._pb.proto2 import empty_pb2
 from gateway._pb.tech.pubsub import pubsub_pb2, pubsub_pb2_grpc
 from gateway.push import dispatcher as dispatcher_mod
-from gateway.push.grpc_push import GrpcPushClient, channel_target, outcome_of, split_endpoint
+from gateway.push.grpc_push import GrpcPushClient, channel_target, outcome_of
 from gateway.push.sender import Outcome
 from gateway.push.window import PushRate
+from gateway.translate.endpoints import grpc_problem, host_port
 from tests.unit.test_push_dispatcher import SUB, FakeCore, _resource, _until
 
 Code = grpc.StatusCode
@@ -63,7 +64,8 @@ def test_grpc_s_own_unavailable_is_a_failure_not_a_push_back(details: str) -> No
     ],
 )
 def test_endpoints_are_host_and_port(endpoint: str, parsed: tuple[str, int]) -> None:
-    assert split_endpoint(endpoint) == parsed
+    assert host_port(endpoint) == parsed
+    assert grpc_problem(endpoint, "any") is None
 
 
 @pytest.mark.parametrize(
@@ -84,7 +86,16 @@ def test_endpoints_are_host_and_port(endpoint: str, parsed: tuple[str, int]) -> 
 )
 def test_other_endpoints_are_refused(endpoint: str) -> None:
     with pytest.raises(ValueError, match=r"host:port|port"):
-        split_endpoint(endpoint)
+        host_port(endpoint)
+    assert grpc_problem(endpoint, "any")
+
+
+def test_endpoints_on_refused_addresses_are_refused_when_set() -> None:
+    assert "link-local" in (grpc_problem("169.254.169.254:80", "any") or "")
+    assert "link-local" in (grpc_problem("0xa9fea9fe:80", "any") or ""), "every spelling of an address"
+    assert "loopback" in (grpc_problem("127.0.0.1:80", "public") or "")
+    assert grpc_problem("127.0.0.1:80", "any") is None
+    assert grpc_problem("localhost:80", "public") is None, "names are judged when pushing"
 
 
 def test_channels_connect_to_the_checked_addresses_only() -> None:
