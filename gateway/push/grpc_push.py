@@ -177,8 +177,9 @@ class GrpcPushClient:
                 why = endpoints.refusal(ipaddress.ip_address(address), self.destinations)
                 if why is not None:
                     self._drop(endpoint)
-                    named = "" if literal is not None else f"{host} resolves to "
-                    return Outcome(False, f"{named}{address}, which is {why}", refused=True)
+                    if literal is not None:
+                        return Outcome(False, f"{address} is {why}", refused=True)
+                    return Outcome(False, f"{host} resolves to {address}, which is {why}", refused=True)
             if held is not None and held.addresses == addresses:
                 held.resolved_at = now
                 return held

@@ -9,6 +9,7 @@ PushManager gets a converter of this test's own as its `message_event`.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from gateway._pb.tech.pubsub import pubsub_pb2 as tech
 from gateway._pb.tech.pubsub import pubsub_pb2_grpc
 from gateway.translate.limits import OutgoingMessage
 from gateway.translate.records import MessageView
-from tests.inprocess.conftest import InProcessGateway
+from tests.inprocess.conftest import InProcessGateway, settings_for
 
 Names = Callable[..., str]
 Code = grpc.StatusCode
@@ -204,3 +205,48 @@ def test_deleting_the_subscription_sends_one_deleted_event(
     time.sleep(1.0)
     assert len(deleted()) == 1
     assert not deleted()[0].event.HasField("message")
+
+
+def test_push_destinations_public_refuses_loopback_endpoints(
+    gw: InProcessGateway, names: Names, endpoint: tuple[Endpoint, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    server, address = endpoint
+    server.answer = lambda _, __: Code.OK
+    port = address.rsplit(":", 1)[1]
+    prefix = f"{gw.settings.internal_prefix}_public"  # a store of its own: gw does not push these
+    other = InProcessGateway(
+        settings_for(gw.settings.kafka_bootstrap or "", prefix, push_destinations="public")
+    )
+    other.start()
+    caplog.set_level(logging.WARNING, logger="gateway.push")
+    try:
+        other.gateway.push.message_event = _event
+        topic, by_name = _setup(other, names, f"localhost:{port}")  # a name resolving to loopback
+        literal = names("subscriptions", "-literal")
+        other.run(other.gateway.subscriptions.create(pb.Subscription(name=literal, topic=topic)))
+        _set_endpoint(other, literal, f"127.0.0.1:{port}")  # a loopback address itself
+        _publish(other, topic, ["a", "b", "c"])
+
+        def refused(sub: str) -> bool:
+            return any(
+                r.getMessage().startswith(f"{sub}: ") and "push destination policy" in r.getMessage()
+                for r in caplog.records
+            )
+
+        _wait("both pushes refused", lambda: refused(by_name) and refused(literal), 60)
+        text = " ".join(r.getMessage() for r in caplog.records)
+        assert "localhost resolves to 127.0.0.1" in text and "loopback" in text
+        for sub in (by_name, literal):
+            assert [s for s in server.seen if s.event.subscription == sub] == [], (
+                "nothing reached the endpoint"
+            )
+            _set_endpoint(other, sub, "")
+        time.sleep(1.0)
+        for sub in (by_name, literal):
+            got: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 3 and time.monotonic() < deadline:
+                got += [d.record.value for d in other.run(other.gateway.delivery.pull(sub, 3, 2.0))]
+            assert sorted(got) == [b"a", b"b", b"c"], "the refused messages stayed in the subscription"
+    finally:
+        other.stop()
