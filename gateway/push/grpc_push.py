@@ -141,8 +141,8 @@ class GrpcPushClient:
         ends = loop.time() + max(MIN_TIMEOUT, time_left)
         try:
             held = await self._channel(endpoint)
-        except ValueError as exc:
-            return Outcome(False, str(exc), refused=True)
+        except ValueError as exc:  # not host:port: a failure like an unreachable endpoint
+            return Outcome(False, str(exc))
         except OSError as exc:
             return Outcome(False, f"cannot resolve {endpoint}: {exc}")
         if isinstance(held, Outcome):

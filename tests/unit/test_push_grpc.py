@@ -133,7 +133,7 @@ async def test_destinations_are_checked_before_connecting() -> None:
         literal = await anywhere.call("[fe80::1]:80", event, 1)
         assert literal.refused and "link-local" in literal.detail
         malformed = await anywhere.call("nope", event, 1)
-        assert malformed.refused and not malformed.ok
+        assert not malformed.ok and not malformed.refused and "host:port" in malformed.detail
     finally:
         await public.close()
         await anywhere.close()
