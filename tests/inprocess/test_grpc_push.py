@@ -8,12 +8,16 @@ PushManager gets a converter of this test's own as its `message_event`.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import http.server
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from typing import ClassVar
 
 import grpc
 import pytest
@@ -250,3 +254,52 @@ def test_push_destinations_public_refuses_loopback_endpoints(
             assert sorted(got) == [b"a", b"b", b"c"], "the refused messages stayed in the subscription"
     finally:
         other.stop()
+
+
+class _HttpEndpoint(http.server.BaseHTTPRequestHandler):
+    """A v1 push endpoint: records each message's data and answers 200."""
+
+    received: ClassVar[list[bytes]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.received.append(base64.b64decode(body["message"]["data"]))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_subscription_moves_between_http_and_grpc_push(
+    gw: InProcessGateway, names: Names, endpoint: tuple[Endpoint, str]
+) -> None:
+    server, address = endpoint
+    server.answer = lambda _, __: Code.OK
+    web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HttpEndpoint)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{web.server_address[1]}/push"
+        topic, sub = names("topics"), names("subscriptions")
+        gw.run(gw.gateway.topics.create(pb.Topic(name=topic)))
+        gw.run(
+            gw.gateway.subscriptions.create(
+                pb.Subscription(name=sub, topic=topic, push_config=pb.PushConfig(push_endpoint=url))
+            )
+        )
+        _publish(gw, topic, ["http-1"])
+        _wait("the HTTP push", lambda: b"http-1" in _HttpEndpoint.received)
+        _set_endpoint(gw, sub, address)  # the legacy endpoint wins over the v1 one
+        time.sleep(1.0)
+        _publish(gw, topic, ["grpc-1"])
+        _wait("the gRPC push", lambda: server.acked(sub) == [b"grpc-1"])
+        _set_endpoint(gw, sub, "")  # back to the v1 push config
+        time.sleep(1.0)
+        _publish(gw, topic, ["http-2"])
+        _wait("the second HTTP push", lambda: b"http-2" in _HttpEndpoint.received)
+        assert b"grpc-1" not in _HttpEndpoint.received and server.acked(sub) == [b"grpc-1"]
+        gw.run(gw.gateway.subscriptions.delete(sub))
+    finally:
+        web.shutdown()
+        web.server_close()
