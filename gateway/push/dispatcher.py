@@ -94,7 +94,8 @@ class Dispatcher:
         self._failures = 0
         self._refusals_unlogged = 0  # refused pushes since the last warning about them
         self._refusal_logged_at: float | None = None
-        self._push_backs = 0  # since the last success
+        self._push_backs = 0  # since the last warning about them
+        self._push_back_logged_at: float | None = None
         self._session: StreamSession | None = None  # the one open now
         # Whether this process served the subscription's partition 0 when last seen: the process
         # that does sends what is sent once per subscription (grpc_push's deleted event).
@@ -335,7 +336,6 @@ class Dispatcher:
             if self._failures:
                 log.info("%s: push endpoint answers again after %d failures", self.name, self._failures)
                 self._failures = 0
-            self._push_backs = 0
             return
         if outcome.aborted:  # the endpoint declined this message, not the load: retried later
             self._settler.nack(d.ack_id)
@@ -345,14 +345,20 @@ class Dispatcher:
             self._settler.nack(d.ack_id)
             self._interrupt()  # the session reopens within the capped window
             self._push_backs += 1
-            if self._push_backs == 1:
+            # At most one warning a minute: an endpoint at its capacity pushes back every few
+            # seconds for as long as the backlog lasts (the rate's sawtooth).
+            if self._push_back_logged_at is None or now - self._push_back_logged_at >= REFUSAL_LOG_SECONDS:
                 log.warning(
-                    "%s: push endpoint %s pushes back (%s); push rate limited to %.1f/s",
+                    "%s: push endpoint %s pushes back (%s); push rate limited to %.1f/s (%d push-backs "
+                    "since the previous warning)",
                     self.name,
                     self.pusher.endpoint(),
                     outcome.detail,
                     self.rate.limit or 0.0,
+                    self._push_backs,
                 )
+                self._push_back_logged_at = now
+                self._push_backs = 0
             return
         self.window.on_failure(taken_at, now)
         self.backoff.on_failure(taken_at, now)

@@ -161,7 +161,7 @@ class PushManager:
         log.info("%s: pushing to %s", name, dispatcher.pusher.endpoint())
 
     def _flavour(self, res: StoredSubscription) -> str | None:
-        """ "grpc", "http", or None when the subscription is not pushed by this process."""
+        """How this process pushes `res`: "grpc", "http", or None (not at all)."""
         if not res.meta.delivers:
             return None
         if res.meta.legacy_push_endpoint:
