@@ -92,6 +92,11 @@ class StreamSession:
         self._wake.set()
         self._runner.ready.set()
 
+    def owns(self, partition: int) -> bool:
+        """Whether this process serves `partition` of the subscription now (push uses it to pick
+        one process for what is sent once per subscription)."""
+        return self._runner.owns(partition)
+
     def release(self) -> None:
         """The stream is gone. Its leases stay: the client may ack them on another stream."""
         self._runner.settle_listeners.discard(self._settled)

@@ -2,17 +2,25 @@
 
 The dispatcher is a client of the core like any StreamingPull client: it opens a stream session
 (so it joins the subscription's consumer group and serves the partitions this process owns),
-takes the deliveries the session hands out, POSTs each to the endpoint, and acks or nacks it by
-the outcome. The lease log guarantees that two processes never push one message at once.
+takes the deliveries the session hands out, pushes each to the endpoint through its `Pusher`
+(http_push.py: an HTTP POST; grpc_push.py: a call of the seed's PushEndpointService), and acks
+or nacks it by the outcome. The lease log guarantees that two processes never push one message
+at once.
 
 The session's `max_messages` is the push window: a session is opened with what the window leaves
 free and reopened when the window has grown or shrunk well past that (and every half minute
 anyway). Leases outlive sessions, so nothing is lost or delivered twice by reopening. Before
-asking for more messages the dispatcher waits for room in the window and for the push backoff.
+asking for more messages the dispatcher waits for room in the window (capped by the push rate,
+when the endpoint pushed back) and for the push backoff; each push waits for its turn under the
+push rate.
 
 Taken messages wait in a queue for one of at most `max_senders` sender coroutines (the size of
 the HTTP connection pool): HTTP/1.1 carries one request per connection, and a request queued
 inside aiohttp for a connection costs far more than one waiting here.
+
+Outcomes: success acks (and grows the window and the rate); a failure nacks, halves the window
+and backs off; `aborted` (gRPC ABORTED) only nacks; `push_back` (gRPC UNAVAILABLE) nacks and
+halves the push rate (window.PushRate).
 
 With message ordering, a key's messages are pushed one at a time, in order: the next waits until
 the endpoint has acknowledged the one before. When a push fails, the messages of its key taken
@@ -29,20 +37,16 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
 from gateway.errors import GatewayError
-from gateway.push import body, sender
-from gateway.push.auth import TokenSigner
+from gateway.push import sender
 from gateway.push.settle import Settler
-from gateway.push.window import PushBackoff, PushWindow
-from gateway.translate import endpoints
-from gateway.translate.records import to_message
+from gateway.push.window import PushBackoff, PushRate, PushWindow
 
 if TYPE_CHECKING:
-    from gateway._pb.google.pubsub.v1 import pubsub_pb2
     from gateway.core.delivery import DeliveryService
     from gateway.core.resources import StoredSubscription
     from gateway.core.runner import Delivery
     from gateway.core.streams import StreamOutput, StreamSession
-    from gateway.core.topic_schemas import SchemaMarks
+    from gateway.push.http_push import Pusher
 
 log = logging.getLogger(__name__)
 RECYCLE_SECONDS = 30.0  # a session is reopened at least this often, busy or idle
@@ -56,37 +60,22 @@ REFUSAL_LOG_SECONDS = 60.0  # at most one warning per subscription this often fo
 Taken = tuple["Delivery", int, float]  # a delivery, its session number, when it was taken
 
 
-def target_of(proto: pubsub_pb2.Subscription) -> body.PushTarget:
-    """The PushTarget of a Subscription proto."""
-    pc = proto.push_config
-    return body.PushTarget(
-        endpoint=pc.push_endpoint,
-        no_wrapper=pc.HasField("no_wrapper"),
-        write_metadata=pc.no_wrapper.write_metadata,
-        oidc_email=pc.oidc_token.service_account_email,
-        oidc_audience=pc.oidc_token.audience,
-    )
-
-
 class Dispatcher:
     def __init__(
         self,
         res: StoredSubscription,
         delivery: DeliveryService,
-        http: sender.PushClient,
-        signer: TokenSigner,
+        pusher: Pusher,
         max_window: int,
         max_senders: int,
-        marks: SchemaMarks | None = None,
     ) -> None:
         self.name = res.name
-        self._marks = marks
         self.uid: str = res.meta.uid
         self._delivery = delivery
-        self._http = http
-        self._signer = signer
+        self.pusher = pusher
         self.window = PushWindow(maximum=max_window)
         self.backoff = PushBackoff()
+        self.rate = PushRate()
         self._queue: collections.deque[Taken] = collections.deque()  # to send
         # Ordering: key -> its messages taken after the one being pushed (present while one is).
         self._keys: dict[bytes, collections.deque[Taken]] = {}
@@ -105,17 +94,32 @@ class Dispatcher:
         self._failures = 0
         self._refusals_unlogged = 0  # refused pushes since the last warning about them
         self._refusal_logged_at: float | None = None
+        self._push_backs = 0  # since the last warning about them
+        self._push_back_logged_at: float | None = None
+        self._session: StreamSession | None = None  # the one open now
+        # Whether this process served the subscription's partition 0 when last seen: the process
+        # that does sends what is sent once per subscription (grpc_push's deleted event).
+        self.serves_first = False
         self.update(res)
 
     # -- control ---------------------------------------------------------------------------
 
     def update(self, res: StoredSubscription) -> None:
         """The subscription changed (push config, ack deadline, ...)."""
-        self.target = target_of(res.proto)
+        self.pusher.update(res)
         self.deadline = int(res.proto.ack_deadline_seconds) or DEFAULT_DEADLINE
-        self.counted = res.proto.HasField("dead_letter_policy")
         self._ordered = res.proto.enable_message_ordering
         self._changed.set()
+
+    def limit(self) -> int:
+        """Pushes that may be outstanding now: the window, capped by the push rate."""
+        return self.rate.cap(self.window.limit)
+
+    def check_first(self) -> bool:
+        """Whether this process serves partition 0 now (or did when its last session saw it)."""
+        if self._session is not None:
+            self.serves_first = self._session.owns(0)
+        return self.serves_first
 
     def start(self) -> None:
         self._settler.start()
@@ -151,7 +155,7 @@ class Dispatcher:
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
-            room = max(1, self.window.limit - self._count)
+            room = max(1, self.limit() - self._count)
             try:
                 session = await self._delivery.open_stream(self.name, self.deadline, room, 0)
             except GatewayError as exc:
@@ -159,12 +163,15 @@ class Dispatcher:
                 await self._pause(REOPEN_DELAY)
                 continue
             self._session_no += 1
+            self._session = session
             try:
                 await self._pump(session, room)
             except GatewayError as exc:  # recycled, the gateway is closing, the subscription went
                 log.info("%s: push session ended: %s", self.name, exc.message)
                 await self._pause(REOPEN_DELAY)
             finally:
+                self.check_first()
+                self._session = None
                 session.release()
 
     async def _pause(self, seconds: float) -> None:
@@ -187,6 +194,7 @@ class Dispatcher:
                 out = await self._next(session, batches)
                 if out is None:
                     return
+                self.serves_first = session.owns(0)
                 received = loop.time()
                 for d in out.deliveries:
                     self._launch(d, number, received)
@@ -222,13 +230,14 @@ class Dispatcher:
 
     def _reopen_due(self, number: int, room: int, age: float) -> bool:
         others = self._count - self._outstanding[number]
-        want = max(1, self.window.limit - others)
+        want = max(1, self.limit() - others)
         return age > RECYCLE_SECONDS or want < room or want >= room * GROW_FACTOR + 1
 
     def _has_room(self) -> bool:
         """Whether the window has room for a batch worth taking: a quarter of it (at least one).
         Asking for every single free slot would make each lease-log write carry one message."""
-        return self.window.limit - self._count >= max(1, self.window.limit // 4)
+        limit = self.limit()
+        return limit - self._count >= max(1, limit // 4)
 
     async def _gate(self) -> None:
         """Wait until the backoff has passed and the window has room."""
@@ -270,13 +279,11 @@ class Dispatcher:
             d, number, received = self._queue.popleft()
             ok = False
             try:
+                turn = self.rate.reserve(loop.time())
+                if turn > 0:  # the endpoint pushed back: pushes go at the rate's pace
+                    await asyncio.sleep(turn)
                 sent = loop.time()
-                url, request, token, refused = self._request(d)
-                if refused is None:
-                    time_left = received + self.deadline - sent
-                    outcome = await self._http.post(url, request, time_left, token)
-                else:
-                    outcome = refused
+                outcome = await self.pusher.push(d, received + self.deadline - sent)
                 # Judged by when the message was taken, not when a sender got to it: a batch taken
                 # together is one round trip, whose failures count once (as before it queued).
                 self._judge(d, outcome, received, loop.time())
@@ -320,31 +327,38 @@ class Dispatcher:
         if self._has_room():
             self._changed.set()
 
-    def _request(self, d: Delivery) -> tuple[str, body.PushRequest, str | None, sender.Outcome | None]:
-        """(endpoint, request, token, None) pushing `d`, or (..., outcome) when it cannot be sent."""
-        target = self.target
-        url = target.endpoint
-        message = to_message(d.record)
-        if self._marks is not None:
-            self._marks.apply(message.attributes)
-        request = body.build(self.name, message, d.attempt if self.counted else 0, target)
-        if not url:
-            return url, request, None, sender.Outcome(False, "push delivery is paused")
-        if not target.oidc_email:
-            return url, request, None, None
-        try:
-            return url, request, self._signer.token(target.audience, target.oidc_email), None
-        except LookupError as exc:
-            return url, request, None, sender.Outcome(False, str(exc))
-
     def _judge(self, d: Delivery, outcome: sender.Outcome, taken_at: float, now: float) -> None:
         if outcome.ok:
             self.window.on_success()
             self.backoff.on_success()
+            self.rate.on_success()
             self._settler.ack(d.ack_id)
             if self._failures:
                 log.info("%s: push endpoint answers again after %d failures", self.name, self._failures)
                 self._failures = 0
+            return
+        if outcome.aborted:  # the endpoint declined this message, not the load: retried later
+            self._settler.nack(d.ack_id)
+            return
+        if outcome.push_back:
+            self.rate.on_push_back(taken_at, now)
+            self._settler.nack(d.ack_id)
+            self._interrupt()  # the session reopens within the capped window
+            self._push_backs += 1
+            # At most one warning a minute: an endpoint at its capacity pushes back every few
+            # seconds for as long as the backlog lasts (the rate's sawtooth).
+            if self._push_back_logged_at is None or now - self._push_back_logged_at >= REFUSAL_LOG_SECONDS:
+                log.warning(
+                    "%s: push endpoint %s pushes back (%s); push rate limited to %.1f/s (%d push-backs "
+                    "since the previous warning)",
+                    self.name,
+                    self.pusher.endpoint(),
+                    outcome.detail,
+                    self.rate.limit or 0.0,
+                    self._push_backs,
+                )
+                self._push_back_logged_at = now
+                self._push_backs = 0
             return
         self.window.on_failure(taken_at, now)
         self.backoff.on_failure(taken_at, now)
@@ -357,7 +371,7 @@ class Dispatcher:
             log.warning(
                 "%s: push to %s failed (%s); backing off",
                 self.name,
-                endpoints.mask(self.target.endpoint),
+                self.pusher.endpoint(),
                 outcome.detail,
             )
         else:
@@ -384,7 +398,7 @@ class Dispatcher:
             "%s: push to %s refused by the push destination policy: %s; the messages stay in "
             "the subscription, retried with backoff%s",
             self.name,
-            endpoints.mask(self.target.endpoint),
+            self.pusher.endpoint(),
             outcome.detail,
             since,
         )

@@ -5,6 +5,13 @@ not detached; each dispatcher serves the partitions its process owns in the subs
 consumer group, so push work is shared by the processes and moves with rebalances. Setting the
 push config starts a dispatcher, clearing it (ModifyPushConfig with an empty config, or
 UpdateSubscription) stops it: it takes no more messages, and pushes in flight finish or expire.
+
+Two flavours: a subscription whose meta has `legacy_push_endpoint` (the seed's early API) is
+pushed over gRPC (grpc_push.py), one with a v1 `push_config.push_endpoint` over HTTP
+(http_push.py). gRPC push needs the legacy API's converter of messages to PubsubEvents, which
+the PushManager is given as `message_event`; without it such subscriptions are not pushed (their
+messages stay in the subscription). When a gRPC push subscription is deleted, the process
+serving its partition 0 sends the endpoint one `deleted` event.
 """
 
 from __future__ import annotations
@@ -18,11 +25,11 @@ from aiohttp import web
 
 from gateway.core.resources import subscription_or_none
 from gateway.core.topic_schemas import SchemaMarks
-from gateway.push import jwks, sender
+from gateway.push import grpc_push, jwks, sender
 from gateway.push.auth import TokenSigner
 from gateway.push.dispatcher import Dispatcher
+from gateway.push.http_push import HttpPusher, Pusher
 from gateway.push.keystore import KeyStore
-from gateway.translate import endpoints
 
 if TYPE_CHECKING:
     from gateway.core.delivery import DeliveryService
@@ -57,8 +64,12 @@ class PushManager:
         admin: Admin,
         producer: Producer,
         kafka_config: dict[str, Any],
+        message_event: grpc_push.MessageEvent | None = None,
     ) -> None:
+        """`message_event` makes the PubsubEvent of a message for gRPC push: the legacy API's
+        gateway.legacy.events.message_event (None: gRPC push subscriptions are not pushed)."""
         self._settings = settings
+        self.message_event = message_event
         self._store = store
         self._delivery = delivery
         self._marks = SchemaMarks(store)
@@ -72,6 +83,8 @@ class PushManager:
         )
         self.signer = TokenSigner(self.keys.keys, settings.push_auth_issuer)
         self._http: sender.PushClient | None = None
+        self._grpc: grpc_push.GrpcPushClient | None = None
+        self._unconverted: set[str] = set()  # gRPC push subscriptions left alone, warned about
         self._dispatchers: dict[str, Dispatcher] = {}
         self._retiring: set[asyncio.Task[None]] = set()
         self._running = False
@@ -91,6 +104,7 @@ class PushManager:
         if not self.signer.issuer:
             self.signer.issuer = default_issuer(self._settings, rest_port)
         self._http = sender.PushClient(self._settings.push_max_connections, self._settings.push_destinations)
+        self._grpc = grpc_push.GrpcPushClient(self._settings.push_destinations)
         self._running = True
         for res in list(self._store.all("subscription")):
             self._sync(res.name, res)
@@ -110,6 +124,9 @@ class PushManager:
         http, self._http = self._http, None
         if http is not None:
             await http.close()
+        channels, self._grpc = self._grpc, None
+        if channels is not None:
+            await channels.close()
         await self.keys.stop()
 
     # -- following the subscriptions ---------------------------------------------------------
@@ -120,36 +137,71 @@ class PushManager:
 
     def _sync(self, name: str, res: StoredSubscription | None) -> None:
         current = self._dispatchers.get(name)
-        wanted = res if res is not None and _pushes(res) else None
-        if current is not None and (wanted is None or current.uid != wanted.meta.uid):
-            self._retire(name)
+        kind = self._flavour(res) if res is not None else None
+        wanted = res if kind is not None else None
+        if current is not None and (
+            wanted is None or current.uid != wanted.meta.uid or current.pusher.kind != kind
+        ):
+            self._retire(name, deleted=res is None)
             current = None
         if wanted is None:
             return
         if current is not None:
             current.update(wanted)
             return
-        assert self._http is not None
         dispatcher = Dispatcher(
             wanted,
             self._delivery,
-            self._http,
-            self.signer,
+            self._pusher(wanted),
             self._settings.push_max_outstanding,
             self._settings.push_max_connections,
-            self._marks,
         )
         self._dispatchers[name] = dispatcher
         dispatcher.start()
-        log.info("%s: pushing to %s", name, endpoints.mask(dispatcher.target.endpoint))
+        log.info("%s: pushing to %s", name, dispatcher.pusher.endpoint())
 
-    def _retire(self, name: str) -> None:
+    def _flavour(self, res: StoredSubscription) -> str | None:
+        """How this process pushes `res`: "grpc", "http", or None (not at all)."""
+        if not res.meta.delivers:
+            return None
+        if res.meta.legacy_push_endpoint:
+            if self.message_event is not None:
+                self._unconverted.discard(res.name)
+                return "grpc"
+            if res.name not in self._unconverted:
+                self._unconverted.add(res.name)
+                log.warning("%s: gRPC push is not available in this gateway: not pushed", res.name)
+            return None
+        return "http" if res.proto.push_config.push_endpoint else None
+
+    def _pusher(self, res: StoredSubscription) -> Pusher:
+        if res.meta.legacy_push_endpoint:
+            assert self._grpc is not None and self.message_event is not None
+            return grpc_push.GrpcPusher(res, self._grpc, self.message_event, self._marks)
+        assert self._http is not None
+        return HttpPusher(res, self._http, self.signer, self._marks)
+
+    def _retire(self, name: str, deleted: bool = False) -> None:
         dispatcher = self._dispatchers.pop(name)
         log.info("%s: push delivery stops", name)
-        task = asyncio.get_running_loop().create_task(dispatcher.stop(float(dispatcher.deadline)))
+        # Asked now: the subscription's runner is still there while its deletion is being heard.
+        tell = deleted and dispatcher.check_first() and isinstance(dispatcher.pusher, grpc_push.GrpcPusher)
+        task = asyncio.get_running_loop().create_task(self._stop(dispatcher, tell))
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
 
-
-def _pushes(res: StoredSubscription) -> bool:
-    return bool(res.proto.push_config.push_endpoint) and res.meta.delivers
+    async def _stop(self, dispatcher: Dispatcher, tell_deleted: bool) -> None:
+        await dispatcher.stop(float(dispatcher.deadline))
+        pusher = dispatcher.pusher
+        if not (tell_deleted and isinstance(pusher, grpc_push.GrpcPusher)):
+            return
+        outcome = await pusher.send_deleted(min(float(dispatcher.deadline), grpc_push.DELETED_TIMEOUT))
+        if outcome.ok:
+            log.info("%s: deleted event sent to %s", dispatcher.name, pusher.endpoint())
+        else:
+            log.warning(
+                "%s: deleted event to %s not delivered (%s); it is not sent again",
+                dispatcher.name,
+                pusher.endpoint(),
+                outcome.detail,
+            )

@@ -53,6 +53,10 @@ class Outcome:
     ok: bool
     detail: str  # "HTTP 200", "timeout", "ClientConnectorError: ...", why a destination is refused
     refused: bool = False  # by the push destination policy: not sent at all
+    # gRPC push's answers (grpc_push.py) that are not failures of the endpoint: ABORTED nacks the
+    # message and nothing else; UNAVAILABLE nacks it and slows the push rate (window.PushRate).
+    aborted: bool = False
+    push_back: bool = False
 
 
 _SUCCEEDED = {status: Outcome(True, f"HTTP {status}") for status in SUCCESS_STATUSES}  # one each, shared

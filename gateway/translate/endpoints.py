@@ -231,6 +231,42 @@ def endpoint_refusal(url: str, policy: Policy) -> str | None:
     return None
 
 
+def host_port(endpoint: str) -> tuple[str, int]:
+    """(host, port) of a gRPC push endpoint of the seed's early API, "host:port" or "[v6]:port"
+    (the brackets dropped); ValueError for anything else."""
+    host, sep, port_text = endpoint.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if bracketed:
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise ValueError(f"{endpoint!r} is not host:port: {host!r} is no IPv6 address") from None
+    if not sep or not host or (":" in host and not bracketed):
+        raise ValueError(f"{endpoint!r} is not host:port")
+    if not port_text.isascii() or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"{endpoint!r} has no port between 1 and 65535")
+    if any(c.isspace() or c in "/@?#[]" for c in host):
+        raise ValueError(f"{endpoint!r} is not host:port")
+    return host, int(port_text)
+
+
+def grpc_problem(endpoint: str, policy: Policy) -> str | None:
+    """What is wrong with `endpoint` as a gRPC push endpoint (host:port), or None: the check of
+    `problem` for the seed's early API, whose endpoints are no URLs. Names are judged when
+    pushing (push/grpc_push.py)."""
+    try:
+        host, _ = host_port(endpoint)
+    except ValueError as exc:
+        return str(exc)
+    address = host_address(host)
+    why = None if address is None else refusal(address, policy)
+    if why is None:
+        return None
+    spelled = "" if str(address) == host else f" ({address})"
+    return f"its host {host}{spelled} is {why}"
+
+
 def mask(url: str) -> str:
     """`url` fit for a log line or an error: the user and password are replaced by ***, and so
     are what precedes an "@" in a path segment, the values of query parameters whose names

@@ -21,6 +21,7 @@ from gateway.push import dispatcher as dispatcher_mod
 from gateway.push import sender
 from gateway.push.auth import TokenSigner
 from gateway.push.body import PushRequest
+from gateway.push.http_push import HttpPusher
 from tests.unit.test_push_dispatcher import SUB, FakeCore
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -218,11 +219,11 @@ async def test_refused_pushes_are_nacked_backed_off_and_warned_about_rarely(
 ) -> None:
     core = FakeCore(3)
     endpoint = RefusingEndpoint(core)
+    res = _resource("http://user:s3cret@rebind.test/p?token=t0ken")
     d = dispatcher_mod.Dispatcher(
-        _resource("http://user:s3cret@rebind.test/p?token=t0ken"),
-        core,
-        endpoint,  # type: ignore[arg-type]
-        TokenSigner(list, "http://i"),
+        res,
+        core,  # type: ignore[arg-type]
+        HttpPusher(res, endpoint, TokenSigner(list, "http://i")),  # type: ignore[arg-type]
         100,
         max_senders=10,
     )
@@ -246,11 +247,11 @@ async def test_refused_pushes_are_nacked_backed_off_and_warned_about_rarely(
 
 async def test_the_warning_repeats_once_a_minute_with_a_count(caplog: pytest.LogCaptureFixture) -> None:
     core = FakeCore(0)
+    res = _resource("http://rebind.test/")
     d = dispatcher_mod.Dispatcher(
-        _resource("http://rebind.test/"),
-        core,
-        RefusingEndpoint(core),  # type: ignore[arg-type]
-        TokenSigner(list, "http://i"),
+        res,
+        core,  # type: ignore[arg-type]
+        HttpPusher(res, RefusingEndpoint(core), TokenSigner(list, "http://i")),  # type: ignore[arg-type]
         100,
         max_senders=10,
     )

@@ -18,6 +18,7 @@ from gateway.errors import Unavailable
 from gateway.push import dispatcher as dispatcher_mod
 from gateway.push.auth import TokenSigner
 from gateway.push.body import PushRequest
+from gateway.push.http_push import HttpPusher
 from gateway.push.sender import Outcome
 from gateway.translate.records import Record
 
@@ -41,6 +42,9 @@ class FakeSession:
 
     def set_deadline(self, seconds: int) -> None:
         self.deadline_seconds = seconds
+
+    def owns(self, partition: int) -> bool:
+        return True
 
     def close(self, reason: str) -> None:
         self.closed = Unavailable(reason)
@@ -144,12 +148,12 @@ async def _run(
     max_window: int = 1000,
     ordered: bool = False,
 ) -> dispatcher_mod.Dispatcher:
+    res = _resource(ordered)
     d = dispatcher_mod.Dispatcher(
-        _resource(ordered),
-        core,
-        endpoint,
-        TokenSigner(list, "http://i"),
-        max_window,  # type: ignore[arg-type]
+        res,
+        core,  # type: ignore[arg-type]
+        HttpPusher(res, endpoint, TokenSigner(list, "http://i")),  # type: ignore[arg-type]
+        max_window,
         max_senders=50,
     )
     d.start()
@@ -205,12 +209,12 @@ async def test_stop_lets_pushes_in_flight_finish() -> None:
 async def test_stop_cancels_and_nacks_what_outlives_the_grace() -> None:
     core = FakeCore(2)
     endpoint = FakeEndpoint(core, lambda _: True, latency=30)
+    res = _resource()
     d = dispatcher_mod.Dispatcher(
-        _resource(),
-        core,
-        endpoint,
-        TokenSigner(list, "http://i"),
-        10,  # type: ignore[arg-type]
+        res,
+        core,  # type: ignore[arg-type]
+        HttpPusher(res, endpoint, TokenSigner(list, "http://i")),  # type: ignore[arg-type]
+        10,
         max_senders=50,
     )
     d.start()
