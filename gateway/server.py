@@ -32,6 +32,7 @@ from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
 from gateway.kafka.supervisor import BrokerSupervisor
+from gateway.legacy import events as legacy_events
 from gateway.legacy import servicers as legacy_servicers
 from gateway.legacy.service import LegacyService
 from gateway.push.manager import PushManager
@@ -171,7 +172,15 @@ class Gateway:
         stack.push_async_callback(janitor.stop)
         self.store, self.topics, self.subscriptions = store, topics, subs
         self.delivery, self.snapshots, self.schemas = delivery, snapshots, schemas
-        push = self.push = PushManager(s, store, delivery, admin, producer, config)
+        push = self.push = PushManager(
+            s,
+            store,
+            delivery,
+            admin,
+            producer,
+            config,
+            message_event=legacy_events.push_events(s.legacy_project),
+        )
         stack.push_async_callback(push.keys.stop)
         await push.start_keys()
         peer_tokens = PeerTokens(push.keys.keys)

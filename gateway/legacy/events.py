@@ -3,8 +3,11 @@ what Pull and PullBatch answer and what gRPC push sends (gateway/push)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gateway._pb.tech.pubsub import pubsub_pb2
 from gateway.legacy.labels import to_labels
+from gateway.legacy.names import LegacyNames
 from gateway.translate.records import MessageView
 
 
@@ -23,3 +26,14 @@ def message_event(subscription: str, message: MessageView) -> pubsub_pb2.PubsubE
 def deleted_event(subscription: str) -> pubsub_pb2.PubsubEvent:
     """The event a push endpoint gets when its subscription is deleted."""
     return pubsub_pb2.PubsubEvent(subscription=subscription, deleted=True)
+
+
+def push_events(legacy_project: str) -> Callable[[str, MessageView], pubsub_pb2.PubsubEvent]:
+    """The PushManager's `message_event` for gRPC push: it is given v1 names, and the endpoint
+    gets the subscription as the early API names it."""
+    shown = LegacyNames(legacy_project).show
+
+    def event(subscription: str, message: MessageView) -> pubsub_pb2.PubsubEvent:
+        return message_event(shown(subscription), message)
+
+    return event

@@ -9,7 +9,6 @@ shown back in the short form for resources of the legacy project, in full for an
 from __future__ import annotations
 
 import dataclasses
-import re
 import uuid
 
 from gateway.errors import InvalidArgument, quote
@@ -59,21 +58,16 @@ def assigned_subscription(topic: str) -> str:
     return f"{PROJECTS}{project}/subscriptions/sub-{uuid.uuid4().hex}"
 
 
-_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9\-.]{0,252}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]")
-
-
 def push_endpoint(text: str, destinations: endpoints.Policy) -> str:
     """A PushConfig.push_endpoint of the early API: `host:port` of a gRPC PushEndpointService
     (a host name, an IPv4 address or a bracketed IPv6 one; port 1..65535), not an address the
-    gateway's --push-destinations refuses. INVALID_ARGUMENT otherwise."""
-    host, colon, port = text.rpartition(":")
-    ok = bool(colon) and _HOST.fullmatch(host) is not None and port.isascii() and port.isdigit()
-    if not ok or not 1 <= int(port) <= 65535:
+    gateway's --push-destinations refuses (the same check as when pushing: push/grpc_push.py).
+    INVALID_ARGUMENT otherwise; the endpoint as kept (the port without leading zeros)."""
+    problem = endpoints.grpc_problem(text, destinations)
+    if problem is not None:
         raise InvalidArgument(
-            f"Invalid push_config.push_endpoint {quote(text)}: it must be host:port of a gRPC "
-            "PushEndpointService."
+            f"Invalid push_config.push_endpoint {quote(text)}: {problem}. It must be host:port of a "
+            "gRPC PushEndpointService."
         )
-    refused = endpoints.endpoint_refusal(f"http://{host}:{int(port)}/", destinations)
-    if refused is not None:
-        raise InvalidArgument(f"Invalid push_config.push_endpoint {quote(text)}: {refused}.")
-    return f"{host}:{int(port)}"
+    host, port = endpoints.host_port(text)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
