@@ -292,7 +292,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 self._fetched_to(p, state.next_offset)
                 skip = self._unwanted(items, now)
                 if skip:  # acked at once: never delivered, never holding back the watermark
-                    state.apply(Ack(p, tuple(to_ranges(skip))), now)
+                    state.apply(Ack(p, tuple(to_ranges(skip)), state.epoch), now)
         self._update_wants()
         if self.has_ready():
             self.ready.set()
