@@ -34,12 +34,12 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from gateway.clock import now_ms
-from gateway.core.resources import ResourceStore, StoredSubscription
+from gateway.core.resources import AnyResource, ResourceStore, StoredSubscription
 from gateway.core.snapshots import SnapshotService
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin
 from gateway.translate import ackids, limits, names
-from gateway.translate.meta import SubscriptionMeta
+from gateway.translate.meta import Kind, SubscriptionMeta
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,12 @@ class TruncationService:
         self._admin = admin
         self._snapshots = snapshots
         self._leases: dict[str, _Lease] = {}  # subscription -> the event leased by this process
+        store.subscribe(self._on_resource_change)
+
+    def _on_resource_change(self, kind: Kind, name: str, res: AnyResource | None) -> None:
+        """A deleted subscription's lease goes with it (a re-created one has another uid)."""
+        if kind == "subscription" and res is None:
+            self._leases.pop(name, None)
 
     def _subscription(self, name: str) -> StoredSubscription:
         names.subscription(name)
