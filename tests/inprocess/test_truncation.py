@@ -7,6 +7,7 @@ with the policy written into their records as CreateSubscription's truncation_po
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Callable
@@ -175,3 +176,30 @@ def test_max_bytes_drops_the_oldest_until_under(gw: InProcessGateway, names: Nam
     assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
     gw.run(gw.gateway.delivery.acknowledge(sub, [d.ack_id for d in rest]))
     assert trunc.pending(sub) == 1  # under max_bytes since: no more events
+
+
+def test_concurrent_raises_and_truncations_are_all_counted(gw: InProcessGateway, names: Names) -> None:
+    """Every write of the counts is a compare-and-set retried on the version that won: none of
+    three concurrent ones undoes another."""
+    _, sub = _setup(gw, names)
+    trunc: TruncationService = gw.gateway.truncation
+    epoch = gw.gateway.store.require("subscription", sub).meta.epoch
+
+    async def together() -> None:
+        await asyncio.gather(trunc.raise_event(sub), trunc.truncate(sub), trunc.raise_event(sub))
+
+    gw.run(together())
+    meta = gw.gateway.store.require("subscription", sub).meta
+    assert (meta.legacy_truncations, meta.epoch) == (3, epoch + 1)
+
+
+def test_a_seek_still_starts_an_epoch_that_redelivers(gw: InProcessGateway, names: Names) -> None:
+    """Seek shares the epoch's start with truncation (SnapshotService.start_epoch)."""
+    topic, sub = _setup(gw, names)
+    _publish(gw, topic, ["a", "b"])
+    first = _pull(gw, sub, 2)
+    gw.run(gw.gateway.delivery.acknowledge(sub, [d.ack_id for d in first]))
+    gw.run(gw.gateway.snapshots.seek_to_time(sub, 0))
+    meta = gw.gateway.store.require("subscription", sub).meta
+    assert meta.epoch == 1 and meta.legacy_truncations == 0
+    assert _texts(_pull(gw, sub, 2)) == {"a", "b"}
