@@ -644,21 +644,25 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             ends = await self._partition_ends() if not self._wants else {}
             views = {p: dataclasses.replace(v, end=ends.get(p)) for p, v in views.items()}
             drops = trim.by_bytes(views, policies.truncate_max_bytes)
-        dropped, self._truncated = self._truncated, 0
-        for p, offsets in drops.items():
-            state = self.states.get(p)
-            if state is None:
-                continue
-            ack = Ack(p, tuple(to_ranges(offsets)), state.epoch)
-            written = await self.writer.write(p, [ack])
-            self.apply_local(p, ack, written[0][0], settles=True)
-            dropped += len(offsets)
-        if drops:
-            self._after_change()
+        try:
+            for p, offsets in drops.items():
+                state = self.states.get(p)
+                if state is None:
+                    continue
+                ack = Ack(p, tuple(to_ranges(offsets)), state.epoch)
+                written = await self.writer.write(p, [ack])
+                self.apply_local(p, ack, written[0][0], settles=True)
+                self._truncated += len(offsets)
+        finally:
+            if drops:
+                self._after_change()
+        # Counted until the event is raised: a write or a raise that failed is told next round.
+        dropped = self._truncated
         if dropped:
             log.info("%s: truncation policy dropped %d messages", self.name, dropped)
             if self._on_truncated is not None:
                 await self._on_truncated(self.name)
+            self._truncated -= dropped
         return dropped
 
     async def _partition_ends(self) -> dict[int, int]:
