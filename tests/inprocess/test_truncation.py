@@ -15,9 +15,11 @@ from collections.abc import Callable
 import pytest
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+from gateway.core import runner as runner_module
 from gateway.core.runner import Delivery
 from gateway.core.truncation import TruncationService
 from gateway.errors import InvalidArgument
+from gateway.kafka import consumer as consumer_module
 from gateway.translate import ackids
 from gateway.translate.limits import OutgoingMessage
 from gateway.translate.meta import SubscriptionMeta
@@ -203,3 +205,23 @@ def test_a_seek_still_starts_an_epoch_that_redelivers(gw: InProcessGateway, name
     meta = gw.gateway.store.require("subscription", sub).meta
     assert meta.epoch == 1 and meta.legacy_truncations == 0
     assert _texts(_pull(gw, sub, 2)) == {"a", "b"}
+
+
+def test_max_bytes_counts_what_is_not_fetched_yet(
+    gw: InProcessGateway, names: Names, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With fetching paused (a backlog beyond the prefetch: made small here), the owner asks
+    Kafka where its partitions end and counts the unfetched records at the held average, and
+    drops the oldest of those too."""
+    monkeypatch.setattr(runner_module, "PREFETCH_HIGH", 4)
+    monkeypatch.setattr(runner_module, "PREFETCH_LOW", 2)
+    monkeypatch.setattr(consumer_module, "BATCH", 2)  # so that a fetch takes 2, not all 20
+    topic, sub = _setup(gw, names, legacy_truncate_max_bytes=1000)
+    trunc: TruncationService = gw.gateway.truncation
+    _publish(gw, topic, [f"m{i}" for i in range(20)], size=300)  # 303 bytes stored each
+    assert _texts(_pull(gw, sub, 1)) == {"m0"}
+    _wait_for("an event", lambda: trunc.pending(sub) >= 1)
+    runner = gw.gateway.delivery._runners[sub]  # no public view of what it asked Kafka
+    assert runner._ends[1], "the partitions' ends were never asked: nothing was unfetched"
+    assert _texts(_pull(gw, sub, 3)) == {"m17", "m18", "m19"}
+    assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
