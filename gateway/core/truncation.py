@@ -127,6 +127,8 @@ class TruncationService:
     async def settle(self, subscription: str, ack_ids: Sequence[str], deadline_s: int | None) -> None:
         """Ack (deadline_s None), nack (0) or extend (seconds) the leases of event ack ids."""
         sub = self._subscription(subscription)
+        if deadline_s is not None:
+            limits.modify_deadline(deadline_s)
         refs = []
         for ack_id in ack_ids:
             try:
@@ -137,7 +139,6 @@ class TruncationService:
         if not mine:
             return
         if deadline_s is not None:
-            limits.modify_deadline(deadline_s)
             lease = self._leases.get(subscription)
             if lease is not None and lease.uid == sub.meta.uid and lease.seq in mine:
                 if deadline_s == 0:

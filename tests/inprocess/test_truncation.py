@@ -132,6 +132,10 @@ def test_truncations_before_an_ack_coalesce_into_the_latest(gw: InProcessGateway
     latest = trunc.take_event(sub, 30)  # a newer event: not held back by the older one's lease
     assert first is not None and latest is not None and ackids.decode_event(latest).seq == 3
     assert trunc.take_event(sub, 30) is None
+    with pytest.raises(InvalidArgument):  # checked before anything, as ModifyAckDeadline's
+        gw.run(trunc.settle(sub, [ackids.encode_event("0000beef", 1)], 601))
+    with pytest.raises(InvalidArgument):
+        trunc.take_event(sub, 601)
     gw.run(trunc.settle(sub, [first], None))  # acking the older event leaves the newer pending
     assert trunc.pending(sub) == 3
     gw.run(trunc.settle(sub, [latest], None))
