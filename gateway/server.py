@@ -27,6 +27,7 @@ from gateway.core.snapshots import SnapshotService
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topic_schemas import SchemaMarks, TopicSchemas
 from gateway.core.topics import TopicService
+from gateway.core.truncation import TruncationService
 from gateway.kafka.acls import GROUP_OPERATIONS
 from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import DEV, LocalKafka
@@ -116,6 +117,7 @@ class Gateway:
         self.push: PushManager
         self.access: AccessService
         self.schemas: SchemaService
+        self.truncation: TruncationService  # the seed API's truncation (docs/truncation.md)
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
@@ -159,6 +161,8 @@ class Gateway:
 
         server = grpc.aio.server(options=grpc_options(s), maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs)
         snapshots = SnapshotService(store, admin, producer, config, s.max_snapshots_per_project)
+        self.truncation = TruncationService(store, admin, snapshots)
+        delivery.on_truncated = self.truncation.raise_event
         janitor = Janitor(
             store,
             subs.delete,

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from gateway.clock import now_ms
@@ -74,6 +74,9 @@ class DeliveryService:
         self.address = ""  # where peers reach this process (set once the server listens)
         self._activity = ActivityRecorder(store)
         self._acks = AckPath(self._runners.get, self._writer, admin, self._runner)
+        # Called when a runner's truncation policy dropped messages of a subscription (set by
+        # server.py to TruncationService.raise_event: docs/truncation.md).
+        self.on_truncated: Callable[[str], Awaitable[None]] | None = None
         store.subscribe(self._on_resource_change)
 
     def connect_peers(self, address: str, transport: peers.Peers) -> None:
@@ -139,6 +142,7 @@ class DeliveryService:
                 client_id=peers.client_id(self.address),
                 policies=self._policies(res),
                 transactional_prefix=self._settings.internal_prefix,
+                on_truncated=self._truncated,
             )
             await runner.start()
             self._runners[res.name] = runner
@@ -157,6 +161,10 @@ class DeliveryService:
                 "its acknowledgements are lost. Delete and re-create the subscription."
             ) from exc
 
+    async def _truncated(self, name: str) -> None:
+        if self.on_truncated is not None:
+            await self.on_truncated(name)
+
     def _writer(self, res: StoredSubscription) -> LogWriter:
         runner = self._runners.get(res.name)
         if runner is not None and runner.writer.topic == res.meta.log_topic:
@@ -165,7 +173,7 @@ class DeliveryService:
 
     def _policies(self, res: StoredSubscription) -> Policies:
         dead_letter = self._store.get("topic", res.proto.dead_letter_policy.dead_letter_topic)
-        return policies.of(res.proto, dead_letter.meta.kafka_topic if dead_letter else None)
+        return policies.of(res.proto, dead_letter.meta.kafka_topic if dead_letter else None, res.meta)
 
     def _on_resource_change(self, kind: Kind, name: str, changed: AnyResource | None) -> None:
         res = subscription_or_none(changed)

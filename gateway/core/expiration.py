@@ -20,6 +20,7 @@ from gateway.clock import now_ms, to_ms
 from gateway.core.resources import ResourceStore, StoredSubscription
 from gateway.errors import GatewayError
 from gateway.kafka import consumer as kafka_consumer
+from gateway.translate.meta import SubscriptionMeta
 from gateway.translate.records import Record
 
 log = logging.getLogger(__name__)
@@ -56,13 +57,15 @@ class ActivityRecorder:
         task.add_done_callback(lambda _: self._pending.discard(res.name))
 
     async def _write(self, name: str, now: int) -> None:
-        current = self._store.get("subscription", name)
-        if current is None:
+        # By compare-and-set: a plain write of a copy read a moment ago would undo what another
+        # process changed meanwhile (a Seek's epoch, a truncation event: core/truncation.py).
+        def touched(meta: SubscriptionMeta) -> SubscriptionMeta | None:
+            return None if meta.last_active_ms >= now else dataclasses.replace(meta, last_active_ms=now)
+
+        if self._store.get("subscription", name) is None:
             return
         try:
-            await self._store.update(
-                dataclasses.replace(current, meta=dataclasses.replace(current.meta, last_active_ms=now))
-            )
+            await self._store.change_subscription(name, touched)
         except GatewayError as exc:
             log.info("recording activity of %s failed: %s", name, exc)
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import to_ms
 from gateway.translate import filters, limits
+from gateway.translate.meta import SubscriptionMeta
 from gateway.translate.records import Headers, Record
 
 DEFAULT_MIN_BACKOFF_MS, DEFAULT_MAX_BACKOFF_MS = 10_000, 600_000
@@ -24,6 +25,14 @@ class Policies:
     backoff: Callable[[int], int] | None = None
     max_attempts: int | None = None
     dead_letter_kafka_topic: str | None = None
+    # The seed API's TruncationPolicy (SubscriptionMeta.legacy_truncate_*; 0: not set), applied
+    # by the partitions' owner (runner.py, docs/truncation.md).
+    truncate_max_age_ms: int = 0
+    truncate_max_bytes: int = 0
+
+    @property
+    def truncates(self) -> bool:
+        return bool(self.truncate_max_age_ms or self.truncate_max_bytes)
 
 
 def backoff_of(minimum_ms: int, maximum_ms: int) -> Callable[[int], int]:
@@ -35,7 +44,9 @@ def backoff_of(minimum_ms: int, maximum_ms: int) -> Callable[[int], int]:
     return delay
 
 
-def of(sub: pubsub_pb2.Subscription, dead_letter_kafka_topic: str | None) -> Policies:
+def of(
+    sub: pubsub_pb2.Subscription, dead_letter_kafka_topic: str | None, meta: SubscriptionMeta | None = None
+) -> Policies:
     rp = sub.retry_policy if sub.HasField("retry_policy") else None
     backoff = None
     if rp is not None:
@@ -51,6 +62,8 @@ def of(sub: pubsub_pb2.Subscription, dead_letter_kafka_topic: str | None) -> Pol
         backoff=backoff,
         max_attempts=(dlp.max_delivery_attempts or 5) if dlp is not None and dlp.dead_letter_topic else None,
         dead_letter_kafka_topic=dead_letter_kafka_topic if dlp is not None else None,
+        truncate_max_age_ms=max(0, meta.legacy_truncate_max_age_seconds) * 1000 if meta is not None else 0,
+        truncate_max_bytes=max(0, meta.legacy_truncate_max_bytes) if meta is not None else 0,
     )
 
 

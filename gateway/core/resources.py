@@ -364,6 +364,29 @@ class ResourceStore:
                 await self._write(key, None if holding is None else holding.encode(create=False))
             raise Aborted(f"The {res.kind} changed concurrently: read it again and retry.")
 
+    async def change_subscription(
+        self,
+        name: str,
+        change: Callable[[SubscriptionMeta], SubscriptionMeta | None],
+        attempts: int = 20,
+    ) -> StoredSubscription:
+        """Change a subscription's meta by compare-and-set (`replace`): `change` gets the meta
+        held now and returns the new one (None: nothing to write; it may raise to give up), and
+        is called again on the version that won whenever another write came in between. A change
+        written with `update` (plain, no compare) still wins over one read before it. Returns
+        the subscription as stored; NOT_FOUND when it is gone; ABORTED after `attempts` losses."""
+        for _ in range(attempts):
+            current = self.require("subscription", name)
+            meta = change(current.meta)
+            if meta is None:
+                return current
+            try:
+                await self.replace(dataclasses.replace(current, meta=meta), current.op)
+            except Aborted:
+                continue
+            return self.require("subscription", name)
+        raise Aborted(f"The subscription {name} kept changing concurrently: try again.")
+
     def _held(self, res: R) -> R | None:
         """The version of `res` this process holds (of the same kind: _apply_one holds every
         record under its own kind)."""

@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gateway.clock import now_ms
@@ -25,7 +25,7 @@ from gateway.core.policies import Policies, dead_letter_headers
 from gateway.errors import PermissionDenied
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.producer import Producer, TransactionalSender
-from gateway.leases import logformat
+from gateway.leases import logformat, trim
 from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
 from gateway.leases.fold import fold
 from gateway.leases.ranges import to_ranges
@@ -52,6 +52,11 @@ LEASE_PATIENCE_SECONDS = 1.0
 DENIED_RETRY_SECONDS = 5.0
 # How often a pull waiting for partitions to catch up (`catch_up`) looks at what is ready.
 CATCH_UP_POLL_SECONDS = 0.02
+# How often the owner applies a truncation policy (docs/truncation.md), and how often, while
+# fetching is paused (a backlog beyond PREFETCH_HIGH), it asks Kafka where its partitions end
+# to estimate the bytes not fetched yet.
+TRUNCATION_CHECK_SECONDS = 1.0
+TRUNCATION_ENDS_SECONDS = 10.0
 
 
 def _wire_size(record: Record) -> int:
@@ -80,8 +85,15 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         client_id: str = "pubsub-gateway",
         policies: Policies | None = None,
         transactional_prefix: str = "pubsub-gateway",
+        on_truncated: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.name = name
+        self._kafka_topic = kafka_topic
+        # Truncation policy: told of every round that dropped messages (it raises the event);
+        # messages dropped and not yet told; the partitions' ends as last asked (monotonic time)
+        self._on_truncated = on_truncated
+        self._truncated = 0
+        self._ends: tuple[float, dict[int, int]] = (0.0, {})
         self.writer = writer
         self.policies = policies or Policies()
         self._txn_prefix = transactional_prefix
@@ -137,6 +149,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._fetcher.start()
         self._tasks.append(asyncio.create_task(self._checkpoint_loop(), name=f"checkpoint {self.name}"))
         self._tasks.append(asyncio.create_task(self._dead_letter_loop(), name=f"dead letters {self.name}"))
+        self._tasks.append(asyncio.create_task(self._truncation_loop(), name=f"truncation {self.name}"))
 
     async def stop(self, discard: bool = False) -> None:
         """Leave the group; final checkpoints are written on revoke unless `discard` says the
@@ -296,7 +309,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 self._fetched_to(p, state.next_offset)
                 skip = self._unwanted(items, now)
                 if skip:  # acked at once: never delivered, never holding back the watermark
-                    state.apply(Ack(p, tuple(to_ranges(skip))), now)
+                    state.apply(Ack(p, tuple(to_ranges(skip)), state.epoch), now)
+                if self.policies.truncate_max_age_ms:  # too old when fetched: truncated
+                    aged = [o for o, r in items if r.timestamp_ms <= now - self.policies.truncate_max_age_ms]
+                    aged = [o for o in aged if not state.is_acked(o)]
+                    if aged:
+                        state.apply(Ack(p, tuple(to_ranges(aged)), state.epoch), now)
+                        self._truncated += len(aged)
         self._update_wants()
         if self.has_ready():
             self.ready.set()
@@ -606,6 +625,68 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         )
         self.apply_local(p, ack, key, settles=True)
         log.info("%s: dead-lettered %d messages of partition %d", self.name, len(dead), p)
+
+    # -- truncation policy (docs/truncation.md) ---------------------------------------------
+
+    async def _truncation_loop(self) -> None:
+        while True:
+            await asyncio.sleep(TRUNCATION_CHECK_SECONDS)
+            if not self.policies.truncates and not self._truncated:
+                continue
+            try:
+                await self.truncate_by_policy(now_ms())
+            except Exception as exc:  # noqa: BLE001 - tried again next round; the loop must live
+                log.warning("%s: applying the truncation policy failed: %s", self.name, exc)
+
+    async def truncate_by_policy(self, now: int) -> int:
+        """Drop what the truncation policy says must go, from the partitions this process owns:
+        acknowledged in the lease/ack log as their owner. Returns how many messages went (with
+        those dropped as they were fetched since the last round); the subscription is told
+        (`on_truncated`) when any did."""
+        policies = self.policies
+        views = {p: trim.PartitionView(trim.held(s.records), s.next_offset) for p, s in self.states.items()}
+        drops: dict[int, list[int]] = {}
+        if policies.truncate_max_age_ms:
+            drops = trim.by_age(views, now - policies.truncate_max_age_ms)
+        elif policies.truncate_max_bytes:
+            ends = await self._partition_ends() if not self._wants else {}
+            views = {p: dataclasses.replace(v, end=ends.get(p)) for p, v in views.items()}
+            drops = trim.by_bytes(views, policies.truncate_max_bytes)
+        try:
+            for p, offsets in drops.items():
+                state = self.states.get(p)
+                if state is None:
+                    continue
+                ack = Ack(p, tuple(to_ranges(offsets)), state.epoch)
+                written = await self.writer.write(p, [ack])
+                self.apply_local(p, ack, written[0][0], settles=True)
+                self._truncated += len(offsets)
+        finally:
+            if drops:
+                self._after_change()
+        # Counted until the event is raised: a write or a raise that failed is told next round.
+        dropped = self._truncated
+        if dropped:
+            log.info("%s: truncation policy dropped %d messages", self.name, dropped)
+            if self._on_truncated is not None:
+                await self._on_truncated(self.name)
+            self._truncated -= dropped
+        return dropped
+
+    async def _partition_ends(self) -> dict[int, int]:
+        """Where the owned partitions end, asked of Kafka at most every TRUNCATION_ENDS_SECONDS."""
+        asked, ends = self._ends
+        if time.monotonic() - asked < TRUNCATION_ENDS_SECONDS:
+            return ends
+
+        def ask() -> dict[int, int]:
+            return {
+                p: kafka_consumer.end_offset(self._config, self._kafka_topic, p) for p in list(self.states)
+            }
+
+        ends = await asyncio.to_thread(ask)
+        self._ends = (time.monotonic(), ends)
+        return ends
 
     # -- checkpoints -----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
@@ -23,7 +23,7 @@ from gateway.clock import now_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, StoredSnapshot, StoredSubscription
-from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument
+from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -31,7 +31,7 @@ from gateway.leases import logformat
 from gateway.leases.commands import Checkpoint
 from gateway.leases.fold import fold
 from gateway.translate import limits, names
-from gateway.translate.meta import PartitionAcks, SnapshotMeta
+from gateway.translate.meta import PartitionAcks, SnapshotMeta, SubscriptionMeta
 
 log = logging.getLogger(__name__)
 SNAPSHOT_LIFETIME_S = 7 * 24 * 3600
@@ -129,7 +129,7 @@ class SnapshotService:
         sub = self._subscription(subscription)
         parts = sub.meta.partitions
         offsets = await self._admin.offsets_for_time(sub.meta.kafka_topic, parts, when_ms)
-        await self._start_epoch(sub, {p: (o, ()) for p, o in offsets.items()})
+        await self.start_epoch(sub, {p: (o, ()) for p, o in offsets.items()})
 
     async def seek_to_snapshot(self, subscription: str, snapshot: str) -> None:
         sub = self._subscription(subscription)
@@ -140,16 +140,34 @@ class SnapshotService:
                 f"{subscription}."
             )
         acks = snap.meta.acks
-        await self._start_epoch(
+        await self.start_epoch(
             sub,
             {int(p): (int(a["w"]), tuple((int(s), int(e)) for s, e in a["acked"])) for p, a in acks.items()},
         )
 
-    async def _start_epoch(
-        self, sub: StoredSubscription, state: dict[int, tuple[int, tuple[tuple[int, int], ...]]]
-    ) -> None:
-        epoch = sub.meta.epoch + 1
-        await self._store.update(dataclasses.replace(sub, meta=dataclasses.replace(sub.meta, epoch=epoch)))
+    async def start_epoch(
+        self,
+        sub: StoredSubscription,
+        state: dict[int, tuple[int, tuple[tuple[int, int], ...]]],
+        also: Callable[[SubscriptionMeta], SubscriptionMeta] | None = None,
+    ) -> int:
+        """Start a new epoch of the lease/ack log with each partition's (watermark, acked
+        ranges) in `state`: the record's epoch is raised first (by compare-and-set, with `also`'s
+        change in the same write: a truncation event), then a checkpoint of it is written to
+        every log partition; the owners adopt them (runner.py `_adopt_seek`). Returns the epoch.
+        NOT_FOUND when the subscription was deleted, or re-created, meanwhile."""
+        uid = sub.meta.uid
+        tried: list[int] = []  # the epoch of each try: the last one is what was written
+
+        def raised(meta: SubscriptionMeta) -> SubscriptionMeta:
+            if meta.uid != uid:
+                raise NotFound(f"Subscription does not exist (resource={sub.name})")
+            meta = dataclasses.replace(meta, epoch=meta.epoch + 1)
+            tried.append(meta.epoch)
+            return meta if also is None else also(meta)
+
+        await self._store.change_subscription(sub.name, raised)
+        epoch = tried[-1]
         await asyncio.gather(
             *(
                 self._producer.send(
@@ -167,6 +185,7 @@ class SnapshotService:
             )
         )
         log.info("%s: sought (epoch %d)", sub.name, epoch)
+        return epoch
 
 
 def check_seek_target(request: pubsub_pb2.SeekRequest) -> None:

@@ -60,6 +60,10 @@ class SubscriptionMeta:
     legacy_push_endpoint: str = ""  # host:port of a PushEndpointService (gRPC push); "": none
     legacy_truncate_max_bytes: int = 0  # TruncationPolicy.max_bytes; 0: not set
     legacy_truncate_max_age_seconds: int = 0  # TruncationPolicy.max_age_seconds; 0: not set
+    # Truncation events (core/truncation.py, docs/truncation.md): how many were raised, and the
+    # highest number acknowledged. One is pending while raised > acked; several coalesce.
+    legacy_truncations: int = 0
+    legacy_truncations_acked: int = 0
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -72,6 +76,11 @@ class SubscriptionMeta:
     def delivers(self) -> bool:
         """Whether it may still deliver: not detached, and its topic not deleted."""
         return not (self.detached or self.topic_deleted)
+
+    @property
+    def truncation_pending(self) -> int:
+        """The number of the pending truncation event (the latest raised), 0 when none is."""
+        return self.legacy_truncations if self.legacy_truncations > self.legacy_truncations_acked else 0
 
     @property
     def active_ms(self) -> int:
