@@ -97,7 +97,9 @@ class PubSubKafkaContainer:
                 .with_network(self._network)
                 .with_network_aliases(KAFKA_ALIAS)
                 .waiting_for(
-                    LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(int(self.ready_timeout))
+                    LogMessageWaitStrategy("Kafka Server started").with_startup_timeout(
+                        int(self.ready_timeout)
+                    )
                 )
                 .start()
             )
@@ -106,7 +108,9 @@ class PubSubKafkaContainer:
                 gateway = gateway.with_command(list(self.gateway_args))  # after the entrypoint's `serve`
             self.gateway = (
                 gateway.with_exposed_ports(GATEWAY_PORT)
-                .waiting_for(LogMessageWaitStrategy("READY grpc=").with_startup_timeout(int(self.ready_timeout)))
+                .waiting_for(
+                    LogMessageWaitStrategy("READY grpc=").with_startup_timeout(int(self.ready_timeout))
+                )
                 .start()
             )
         except BaseException:
