@@ -25,6 +25,7 @@ GATEWAY_IMAGE = "pubsub-kafka-gateway:latest"
 KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"  # the version the embedded broker runs
 GATEWAY_PORT = 8085
 KAFKA_ALIAS = "kafka"
+CLUSTER_ID = "0jC8geKlRYOQOjRdULzkVg"  # any base64 UUID: the image formats its storage with it
 READY_TIMEOUT = 180.0
 
 
@@ -35,6 +36,7 @@ def kafka_environment(alias: str = KAFKA_ALIAS) -> dict[str, str]:
     return {
         "KAFKA_NODE_ID": "1",
         "KAFKA_PROCESS_ROLES": "broker,controller",
+        "CLUSTER_ID": CLUSTER_ID,
         "KAFKA_LISTENERS": "PLAINTEXT://:9092,CONTROLLER://:9093",
         "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{alias}:9092",
         "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
