@@ -10,10 +10,12 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import GatewayFactory
 from tests.gateways import GatewayProcess
 
 pytestmark = pytest.mark.integration
@@ -216,3 +218,30 @@ def test_an_unreachable_gateway_is_unavailable() -> None:
     done = cli(None, "topics", "list", "--project", "p", "--address", f"127.0.0.1:{port}", "--timeout", "5")
     assert done.returncode == 1
     assert done.stderr.startswith("pubsub-gateway: UNAVAILABLE: ")
+
+
+def test_a_token_file_authenticates_the_commands(start_gateway: GatewayFactory, tmp_path: Path) -> None:
+    (tmp_path / "tokens").write_text("admin-token user:ops@example.com\nviewer-token user:dev@example.com\n")
+    policy = {"projects/test-project": {"bindings": [
+        {"role": "roles/pubsub.admin", "members": ["user:ops@example.com"]},
+        {"role": "roles/pubsub.viewer", "members": ["user:dev@example.com"]},
+    ]}}  # fmt: skip
+    (tmp_path / "iam.json").write_text(json.dumps(policy))
+    gw = start_gateway(
+        "--auth-token-file", str(tmp_path / "tokens"), "--iam-policy-file", str(tmp_path / "iam.json")
+    )
+    (tmp_path / "admin").write_text("admin-token\n")
+    (tmp_path / "viewer").write_text("viewer-token")
+    topic = "projects/test-project/topics/authenticated"
+
+    done = cli(gw, "topics", "create", topic)
+    assert done.returncode == 1 and done.stderr.startswith("pubsub-gateway: UNAUTHENTICATED: ")
+    assert ok(gw, "topics", "create", topic, "--token-file", str(tmp_path / "admin")) == f"created {topic}\n"
+    assert (
+        ok(gw, "topics", "list", "--project", "test-project", "--token-file", str(tmp_path / "viewer"))
+        == f"{topic}\n"
+    )
+    done = cli(gw, "topics", "delete", topic, "--token-file", str(tmp_path / "viewer"))
+    assert done.returncode == 1 and "PERMISSION_DENIED" in done.stderr
+    done = cli(gw, "topics", "list", "--project", "p", "--token-file", str(tmp_path / "missing"))
+    assert done.returncode == 2 and "cannot read" in done.stderr
