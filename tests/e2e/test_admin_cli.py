@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import GatewayFactory
+from tests.e2e.pki import Pki
 from tests.gateways import GatewayProcess
 
 pytestmark = pytest.mark.integration
@@ -245,3 +246,12 @@ def test_a_token_file_authenticates_the_commands(start_gateway: GatewayFactory, 
     assert done.returncode == 1 and "PERMISSION_DENIED" in done.stderr
     done = cli(gw, "topics", "list", "--project", "p", "--token-file", str(tmp_path / "missing"))
     assert done.returncode == 2 and "cannot read" in done.stderr
+
+
+def test_tls_ca_file_connects_over_tls(start_gateway: GatewayFactory, tmp_path: Path) -> None:
+    pki = Pki(tmp_path)
+    gw = start_gateway(*pki.flags())
+    topic = "projects/test-project/topics/over-tls"
+    assert ok(gw, "topics", "create", topic, "--tls-ca-file", str(pki.ca_file)) == f"created {topic}\n"
+    done = cli(gw, "topics", "describe", topic, "--timeout", "5")  # plain text to a TLS port
+    assert done.returncode == 1 and done.stderr.startswith("pubsub-gateway: UNAVAILABLE: ")
