@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 EXIT_RPC_FAILED = 1  # the gateway refused a call, or could not be reached: stderr says which
 EXIT_USAGE = 2  # as argparse exits for a bad command line
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 COMMANDS = ("topics", "subscriptions", "snapshots", "publish", "pull", "seek")
 # What one PublishRequest may hold (Pub/Sub's limits: 1,000 messages, 10 MB a request).
 PUBLISH_BATCH_MESSAGES = 1000
@@ -157,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     except grpc.RpcError as exc:
         out.error(exc)
         return EXIT_RPC_FAILED
+    except KeyboardInterrupt:  # what was done is said (publish); no traceback for a Ctrl-C
+        return EXIT_INTERRUPTED
 
 
 # --------------------------------------------------------------------------- the calls
@@ -327,13 +330,15 @@ def _publish(ctx: _Context) -> int:
     topic = ctx.name(a.topic, "topics")
     attributes = _pairs(a.attribute, "--attribute")
     from_stdin = not a.messages
-    lines: Iterator[bytes] = (
-        (line.rstrip(b"\n") for line in sys.stdin.buffer) if from_stdin else (m.encode() for m in a.messages)
+    data: Iterator[bytes] = (
+        (line for line in (raw.rstrip(b"\n") for raw in sys.stdin.buffer) if line)  # blank lines skipped
+        if from_stdin
+        else (m.encode() for m in a.messages)
     )
     ids: list[str] = []
     with ctx.out.progress(f"publishing to {topic}", long=from_stdin) as advance:
         try:
-            for batch in _batches(line for line in lines if line):
+            for batch in _batches(data):
                 messages = [
                     pb.PubsubMessage(data=d, attributes=attributes, ordering_key=a.ordering_key or "")
                     for d in batch
