@@ -1,4 +1,4 @@
-"""`pubsub-gateway`: serve the API, or run the embedded Kafka broker alone."""
+"""`pubsub-gateway`: serve the API, run the embedded Kafka broker alone, or administer a gateway."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 
+from gateway import admin_cli
 from gateway import settings as settings_mod
 from gateway.errors import GatewayError
 from gateway.kafka import local
@@ -53,11 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     serve = commands.add_parser("serve", help="serve the Pub/Sub API (gRPC)")
     settings_mod.add_arguments(serve)
     commands.add_parser("kafka", help="run the embedded Kafka broker in the foreground", add_help=False)
+    admin_cli.add_commands(commands)
     args, rest = parser.parse_known_args(argv)
     if args.command == "kafka":
         return local.main(rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command in admin_cli.COMMANDS:
+        return admin_cli.run(args)
     try:
         settings = settings_mod.from_namespace(args)
     except settings_mod.SettingsError as exc:

@@ -1,0 +1,445 @@
+"""`pubsub-gateway topics|subscriptions|snapshots|publish|pull|seek`: administer a running gateway.
+
+A client of the gateway's gRPC API (its own generated stubs), for what gcloud would do against
+Google: create, list, describe and delete resources, publish, peek at or drain a subscription,
+seek. The gateway is `--address` or PUBSUB_EMULATOR_HOST; short names take their project from
+`--project` or PUBSUB_PROJECT_ID. Output is for people by default and JSON with `--format json`
+(the REST API's field names: camelCase, data in base64). A refused call prints its gRPC status and
+message on stderr and exits with EXIT_RPC_FAILED.
+
+Only argparse is imported at first: `pubsub-gateway serve` registers these commands without
+paying for grpc or rich.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import grpc
+
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+    from gateway.admin_output import Output
+
+EXIT_RPC_FAILED = 1  # the gateway refused a call, or could not be reached: stderr says which
+EXIT_USAGE = 2  # as argparse exits for a bad command line
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+COMMANDS = ("topics", "subscriptions", "snapshots", "publish", "pull", "seek")
+# What one PublishRequest may hold (Pub/Sub's limits: 1,000 messages, 10 MB a request).
+PUBLISH_BATCH_MESSAGES = 1000
+PUBLISH_BATCH_BYTES = 9 * 1024 * 1024
+PULL_BATCH = 1000
+_MAX_RECEIVE = 64 * 1024 * 1024  # a single message may exceed the 4 MiB pull response budget
+
+
+class UsageError(Exception):
+    """The command line names something it cannot: said on stderr, exit EXIT_USAGE."""
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register the admin commands on `pubsub-gateway`'s subcommands."""
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("connection and output")
+    group.add_argument("--address", help="the gateway's gRPC HOST:PORT (default: $PUBSUB_EMULATOR_HOST)")
+    group.add_argument("--project", help="the project of short names (default: $PUBSUB_PROJECT_ID)")
+    group.add_argument("--format", choices=("human", "json"), default="human", help="output (default human)")
+    group.add_argument("--timeout", type=float, default=30.0, help="seconds per call (default 30)")
+    group.add_argument("--tls-ca-file", metavar="FILE", help="connect with TLS, trusting this CA (PEM)")
+    group.add_argument("--token-file", metavar="FILE", help="send the bearer token this file holds")
+    group.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar on stderr for long work (default: when stderr is a terminal)",
+    )
+
+    def crud(
+        parser: argparse.ArgumentParser, kind: str
+    ) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+        actions = parser.add_subparsers(dest="action", required=True)
+        actions.add_parser("list", parents=[common], help=f"list the project's {kind}s")
+        for verb in ("describe", "delete"):
+            actions.add_parser(verb, parents=[common], help=f"{verb} a {kind}").add_argument("name")
+        return actions
+
+    topics = crud(commands.add_parser("topics", help="create, list, describe, delete topics"), "topic")
+    create = topics.add_parser("create", parents=[common], help="create a topic")
+    create.add_argument("name")
+    create.add_argument(
+        "--partitions", type=int, help="partitions of its Kafka topic (label kafka-partitions)"
+    )
+    create.add_argument("--kafka-topic", help="adopt this existing Kafka topic (label kafka-topic)")
+    _labels(create)
+
+    subs = crud(
+        commands.add_parser("subscriptions", help="create, list, describe, delete subscriptions"),
+        "subscription",
+    )
+    subs.choices["list"].add_argument("--topic", help="only the subscriptions of this topic")
+    create = subs.add_parser("create", parents=[common], help="create a subscription")
+    create.add_argument("name")
+    create.add_argument("--topic", required=True)
+    create.add_argument("--ack-deadline", type=int, metavar="SECONDS")
+    create.add_argument("--filter", help="a Pub/Sub filter on attributes")
+    create.add_argument("--ordering", action="store_true", help="enable message ordering")
+    create.add_argument("--exactly-once", action="store_true", help="enable exactly-once delivery")
+    create.add_argument("--push-endpoint", metavar="URL")
+    create.add_argument("--dead-letter-topic")
+    create.add_argument("--max-delivery-attempts", type=int)
+    _labels(create)
+
+    snaps = crud(
+        commands.add_parser("snapshots", help="create, list, describe, delete snapshots"), "snapshot"
+    )
+    create = snaps.add_parser("create", parents=[common], help="snapshot a subscription's ack state")
+    create.add_argument("name")
+    create.add_argument("--subscription", required=True)
+    _labels(create)
+
+    publish = commands.add_parser(
+        "publish",
+        parents=[common],
+        help="publish messages: the arguments, or stdin one message per line",
+        description="Publish each MESSAGE; without any, each line of stdin (its newline removed; "
+        "empty lines are skipped), in batches of up to 1,000.",
+    )
+    publish.add_argument("topic")
+    publish.add_argument("messages", nargs="*", metavar="MESSAGE")
+    publish.add_argument("-a", "--attribute", action="append", default=[], metavar="KEY=VALUE")
+    publish.add_argument("--ordering-key")
+
+    pull = commands.add_parser(
+        "pull",
+        parents=[common],
+        help="pull messages and print them; --ack acknowledges them",
+        description="Pull up to --max messages. Unless acknowledged (--ack) or released (--nack), "
+        "they stay leased until their ack deadline passes, as with gcloud.",
+    )
+    pull.add_argument("subscription")
+    pull.add_argument("--max", type=int, help="at most this many messages (default 10; with --all, no limit)")
+    pull.add_argument(
+        "--all", action="store_true", help="pull until a pull returns nothing (a drain with --ack)"
+    )
+    release = pull.add_mutually_exclusive_group()
+    release.add_argument("--ack", action="store_true", help="acknowledge what was printed")
+    release.add_argument("--nack", action="store_true", help="release what was printed for redelivery now")
+
+    seek = commands.add_parser("seek", parents=[common], help="seek a subscription to a time or a snapshot")
+    seek.add_argument("subscription")
+    target = seek.add_mutually_exclusive_group(required=True)
+    target.add_argument("--time", help="ISO 8601, e.g. 2026-11-25T16:00:00Z (no zone: UTC)")
+    target.add_argument("--snapshot")
+
+
+def _labels(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out an admin command; the exit status."""
+    import grpc
+
+    from gateway.admin_output import Output
+
+    out = Output(args.format, args.progress)
+    try:
+        with _channel(args) as channel:
+            return _HANDLERS[args.command](_Context(args, channel, out))
+    except UsageError as exc:
+        print(f"pubsub-gateway {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except grpc.RpcError as exc:
+        out.error(exc)
+        return EXIT_RPC_FAILED
+    except KeyboardInterrupt:  # what was done is said (publish); no traceback for a Ctrl-C
+        return EXIT_INTERRUPTED
+
+
+# --------------------------------------------------------------------------- the calls
+
+
+class _Context:
+    def __init__(self, args: argparse.Namespace, channel: grpc.Channel, out: Output) -> None:
+        from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc
+
+        self.args = args
+        self.out = out
+        self.publisher = pubsub_pb2_grpc.PublisherStub(channel)
+        self.subscriber = pubsub_pb2_grpc.SubscriberStub(channel)
+        token = _read(args.token_file).strip() if args.token_file else None
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+
+    def call(self, method: Callable[..., Any], request: object) -> Any:
+        return method(request, timeout=self.args.timeout, metadata=self._metadata)
+
+    def name(self, value: str, collection: str) -> str:
+        if value.startswith("projects/"):
+            return value
+        return f"projects/{self.project()}/{collection}/{value}"
+
+    def project(self) -> str:
+        project = self.args.project or os.environ.get("PUBSUB_PROJECT_ID")
+        if not project:
+            raise UsageError("give --project (or set PUBSUB_PROJECT_ID), or full resource names")
+        return project
+
+    def pages(self, method: Callable[..., Any], request: Any, field: str) -> Iterator[Any]:
+        while True:
+            response = self.call(method, request)
+            yield from getattr(response, field)
+            if not response.next_page_token:
+                return
+            request.page_token = response.next_page_token
+
+
+def _channel(args: argparse.Namespace) -> grpc.Channel:
+    import grpc
+
+    address = args.address or os.environ.get("PUBSUB_EMULATOR_HOST")
+    if not address:
+        raise UsageError("no gateway: give --address HOST:PORT or set PUBSUB_EMULATOR_HOST")
+    options = [("grpc.max_receive_message_length", _MAX_RECEIVE)]
+    if args.tls_ca_file:
+        creds = grpc.ssl_channel_credentials(_read(args.tls_ca_file).encode())
+        return grpc.secure_channel(address, creds, options=options)
+    return grpc.insecure_channel(address, options=options)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _pairs(values: list[str], flag: str) -> dict[str, str]:
+    pairs = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{flag} takes KEY=VALUE, not {value!r}")
+        pairs[key] = val
+    return pairs
+
+
+def _topics(ctx: _Context) -> int:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    a = ctx.args
+    if a.action == "list":
+        request = pb.ListTopicsRequest(project=f"projects/{ctx.project()}")
+        ctx.out.resources(list(ctx.pages(ctx.publisher.ListTopics, request, "topics")))
+    elif a.action == "describe":
+        ctx.out.resource(
+            ctx.call(ctx.publisher.GetTopic, pb.GetTopicRequest(topic=ctx.name(a.name, "topics")))
+        )
+    elif a.action == "delete":
+        name = ctx.name(a.name, "topics")
+        ctx.call(ctx.publisher.DeleteTopic, pb.DeleteTopicRequest(topic=name))
+        ctx.out.deleted(name)
+    else:
+        labels = _pairs(a.label, "--label")
+        if a.partitions is not None:
+            labels["kafka-partitions"] = str(a.partitions)
+        if a.kafka_topic:
+            labels["kafka-topic"] = a.kafka_topic
+        topic = pb.Topic(name=ctx.name(a.name, "topics"), labels=labels)
+        ctx.out.resource(ctx.call(ctx.publisher.CreateTopic, topic), created=True)
+    return 0
+
+
+def _subscriptions(ctx: _Context) -> int:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    a = ctx.args
+    if a.action == "list":
+        project = ctx.project() if not a.topic else ctx.name(a.topic, "topics").split("/")[1]
+        request = pb.ListSubscriptionsRequest(project=f"projects/{project}")
+        found = list(ctx.pages(ctx.subscriber.ListSubscriptions, request, "subscriptions"))
+        if a.topic:  # ListTopicSubscriptions gives names only: the same list, filtered
+            found = [s for s in found if s.topic == ctx.name(a.topic, "topics")]
+        ctx.out.resources(found)
+    elif a.action == "describe":
+        name = ctx.name(a.name, "subscriptions")
+        ctx.out.resource(
+            ctx.call(ctx.subscriber.GetSubscription, pb.GetSubscriptionRequest(subscription=name))
+        )
+    elif a.action == "delete":
+        name = ctx.name(a.name, "subscriptions")
+        ctx.call(ctx.subscriber.DeleteSubscription, pb.DeleteSubscriptionRequest(subscription=name))
+        ctx.out.deleted(name)
+    else:
+        sub = pb.Subscription(
+            name=ctx.name(a.name, "subscriptions"),
+            topic=ctx.name(a.topic, "topics"),
+            labels=_pairs(a.label, "--label"),
+            enable_message_ordering=a.ordering,
+            enable_exactly_once_delivery=a.exactly_once,
+            filter=a.filter or "",
+        )
+        if a.ack_deadline is not None:
+            sub.ack_deadline_seconds = a.ack_deadline
+        if a.push_endpoint:
+            sub.push_config.push_endpoint = a.push_endpoint
+        if a.dead_letter_topic:
+            sub.dead_letter_policy.dead_letter_topic = ctx.name(a.dead_letter_topic, "topics")
+            if a.max_delivery_attempts is not None:
+                sub.dead_letter_policy.max_delivery_attempts = a.max_delivery_attempts
+        elif a.max_delivery_attempts is not None:
+            raise UsageError("--max-delivery-attempts needs --dead-letter-topic")
+        ctx.out.resource(ctx.call(ctx.subscriber.CreateSubscription, sub), created=True)
+    return 0
+
+
+def _snapshots(ctx: _Context) -> int:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    a = ctx.args
+    if a.action == "list":
+        request = pb.ListSnapshotsRequest(project=f"projects/{ctx.project()}")
+        ctx.out.resources(list(ctx.pages(ctx.subscriber.ListSnapshots, request, "snapshots")))
+    elif a.action == "describe":
+        name = ctx.name(a.name, "snapshots")
+        ctx.out.resource(ctx.call(ctx.subscriber.GetSnapshot, pb.GetSnapshotRequest(snapshot=name)))
+    elif a.action == "delete":
+        name = ctx.name(a.name, "snapshots")
+        ctx.call(ctx.subscriber.DeleteSnapshot, pb.DeleteSnapshotRequest(snapshot=name))
+        ctx.out.deleted(name)
+    else:
+        create = pb.CreateSnapshotRequest(
+            name=ctx.name(a.name, "snapshots"),
+            subscription=ctx.name(a.subscription, "subscriptions"),
+            labels=_pairs(a.label, "--label"),
+        )
+        ctx.out.resource(ctx.call(ctx.subscriber.CreateSnapshot, create), created=True)
+    return 0
+
+
+def _publish(ctx: _Context) -> int:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    a = ctx.args
+    topic = ctx.name(a.topic, "topics")
+    attributes = _pairs(a.attribute, "--attribute")
+    from_stdin = not a.messages
+    data: Iterator[bytes] = (
+        (line for line in (raw.rstrip(b"\n") for raw in sys.stdin.buffer) if line)  # blank lines skipped
+        if from_stdin
+        else (m.encode() for m in a.messages)
+    )
+    ids: list[str] = []
+    with ctx.out.progress(f"publishing to {topic}", long=from_stdin) as advance:
+        try:
+            for batch in _batches(data):
+                messages = [
+                    pb.PubsubMessage(data=d, attributes=attributes, ordering_key=a.ordering_key or "")
+                    for d in batch
+                ]
+                response = ctx.call(ctx.publisher.Publish, pb.PublishRequest(topic=topic, messages=messages))
+                ids.extend(response.message_ids)
+                advance(len(batch))
+        except BaseException:
+            if ids:
+                print(
+                    f"pubsub-gateway publish: {len(ids)} messages were published before this", file=sys.stderr
+                )
+            raise
+    ctx.out.published(topic, ids)
+    return 0
+
+
+def _batches(data: Iterator[bytes]) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    size = 0
+    for item in data:
+        if batch and (len(batch) == PUBLISH_BATCH_MESSAGES or size + len(item) > PUBLISH_BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += len(item)
+    if batch:
+        yield batch
+
+
+def _pull(ctx: _Context) -> int:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    a = ctx.args
+    subscription = ctx.name(a.subscription, "subscriptions")
+    limit = a.max if a.max is not None else (None if a.all else 10)
+    if limit is not None and limit < 1:
+        raise UsageError("--max must be at least 1")
+    got: list[pb.ReceivedMessage] = []
+    seen: set[str] = set()
+    with ctx.out.progress(f"pulling from {subscription}", long=a.all) as advance:
+        while limit is None or len(got) < limit:
+            batch = PULL_BATCH if limit is None else min(PULL_BATCH, limit - len(got))
+            request = pb.PullRequest(subscription=subscription, max_messages=batch)
+            received = list(ctx.call(ctx.subscriber.Pull, request).received_messages)
+            _settle(ctx, subscription, received)
+            # Without --ack, what was printed may come back (nacked, or its deadline passed):
+            # --all ends there rather than print it again.
+            new = [m for m in received if m.message.message_id not in seen]
+            seen.update(m.message.message_id for m in new)
+            ctx.out.messages(new)
+            got.extend(new)
+            advance(len(new))
+            if not a.all or not received or len(new) < len(received):
+                break
+    ctx.out.pulled(subscription, got)
+    return 0
+
+
+def _settle(ctx: _Context, subscription: str, received: list[pb.ReceivedMessage]) -> None:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    ids = [m.ack_id for m in received]
+    if not ids:
+        return
+    if ctx.args.ack:
+        ctx.call(ctx.subscriber.Acknowledge, pb.AcknowledgeRequest(subscription=subscription, ack_ids=ids))
+    elif ctx.args.nack:
+        request = pb.ModifyAckDeadlineRequest(subscription=subscription, ack_ids=ids, ack_deadline_seconds=0)
+        ctx.call(ctx.subscriber.ModifyAckDeadline, request)
+
+
+def _seek(ctx: _Context) -> int:
+    import datetime
+
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    a = ctx.args
+    request = pb.SeekRequest(subscription=ctx.name(a.subscription, "subscriptions"))
+    if a.snapshot:
+        request.snapshot = ctx.name(a.snapshot, "snapshots")
+        target = request.snapshot
+    else:
+        try:
+            when = datetime.datetime.fromisoformat(a.time)
+        except ValueError:
+            raise UsageError(f"--time takes an ISO 8601 time, not {a.time!r}") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.UTC)
+        request.time.FromDatetime(when)
+        target = when.isoformat()
+    ctx.call(ctx.subscriber.Seek, request)
+    ctx.out.sought(request.subscription, target)
+    return 0
+
+
+_HANDLERS: dict[str, Callable[[_Context], int]] = {
+    "topics": _topics,
+    "subscriptions": _subscriptions,
+    "snapshots": _snapshots,
+    "publish": _publish,
+    "pull": _pull,
+    "seek": _seek,
+}

@@ -1,0 +1,257 @@
+"""The admin commands of `pubsub-gateway` (gateway/admin_cli.py), run as users run them: a
+subprocess against a gateway subprocess, its output and exit status read back."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import GatewayFactory
+from tests.e2e.pki import Pki
+from tests.gateways import GatewayProcess
+
+pytestmark = pytest.mark.integration
+
+
+def cli(
+    gw: GatewayProcess | None, *args: str, stdin: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`pubsub-gateway ARGS` pointed at `gw` through PUBSUB_EMULATOR_HOST, as users point it."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("PUBSUB_EMULATOR_HOST", "PUBSUB_PROJECT_ID")}
+    if gw is not None:
+        environ["PUBSUB_EMULATOR_HOST"] = gw.address
+    environ.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "gateway", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=120,
+        check=False,
+    )
+
+
+def ok(gw: GatewayProcess, *args: str, stdin: str | None = None) -> str:
+    done = cli(gw, *args, stdin=stdin)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def as_json(gw: GatewayProcess, *args: str, stdin: str | None = None) -> Any:
+    return json.loads(ok(gw, *args, "--format", "json", stdin=stdin))
+
+
+def test_topics_and_subscriptions_are_created_listed_described_and_deleted(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    topic, dead, subscription = names("topics"), names("topics", "-dead"), names("subscriptions")
+    assert (
+        ok(shared_gateway, "topics", "create", topic, "--partitions", "2", "--label", "team=a")
+        == f"created {topic}\n"
+    )
+    created = as_json(shared_gateway, "topics", "create", dead)
+    assert created["name"] == dead
+    assert topic in ok(shared_gateway, "topics", "list", "--project", "test-project").splitlines()
+    described = as_json(shared_gateway, "topics", "describe", topic)
+    assert described["labels"] == {"kafka-partitions": "2", "team": "a"}
+    assert ok(shared_gateway, "topics", "describe", topic).splitlines()[0] == f"name: {topic}"
+
+    short = subscription.rsplit("/", 1)[1]  # a short name takes its project from --project
+    sub = as_json(
+        shared_gateway, "subscriptions", "create", short, "--project", "test-project", "--topic", topic,
+        "--ack-deadline", "30", "--ordering", "--filter", 'attributes.k = "v"',
+        "--dead-letter-topic", dead, "--max-delivery-attempts", "5",
+    )  # fmt: skip
+    assert sub["name"] == subscription
+    assert sub["ackDeadlineSeconds"] == 30
+    assert sub["enableMessageOrdering"] is True
+    assert sub["filter"] == 'attributes.k = "v"'
+    assert sub["deadLetterPolicy"] == {"deadLetterTopic": dead, "maxDeliveryAttempts": 5}
+    assert as_json(shared_gateway, "subscriptions", "describe", subscription) == sub
+    listed = as_json(shared_gateway, "subscriptions", "list", "--topic", topic)
+    assert [s["name"] for s in listed] == [subscription]
+    assert subscription in ok(shared_gateway, "subscriptions", "list", "--project", "test-project")
+
+    assert ok(shared_gateway, "subscriptions", "delete", subscription) == f"deleted {subscription}\n"
+    assert as_json(shared_gateway, "topics", "delete", topic) == {"name": topic, "deleted": True}
+    ok(shared_gateway, "topics", "delete", dead)
+    assert as_json(shared_gateway, "subscriptions", "list", "--topic", topic) == []
+    assert topic not in ok(shared_gateway, "topics", "list", "--project", "test-project")
+
+
+def test_publish_arguments_with_attributes_and_key_then_pull_and_ack(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    topic, subscription = names("topics"), names("subscriptions")
+    ok(shared_gateway, "topics", "create", topic)
+    ok(shared_gateway, "subscriptions", "create", subscription, "--topic", topic, "--ordering")
+    published = as_json(
+        shared_gateway, "publish", topic, "héllo", "world", "-a", "k=v", "-a", "x=1=2", "--ordering-key", "o"
+    )
+    assert published["topic"] == topic and len(published["messageIds"]) == 2
+
+    pulled = as_json(shared_gateway, "pull", subscription, "--all", "--ack")
+    assert [base64.b64decode(m["message"]["data"]).decode() for m in pulled] == ["héllo", "world"]
+    assert [m["message"]["messageId"] for m in pulled] == published["messageIds"]
+    assert all(m["message"]["attributes"] == {"k": "v", "x": "1=2"} for m in pulled)
+    assert all(m["message"]["orderingKey"] == "o" for m in pulled)
+
+    ids = ok(shared_gateway, "publish", topic, "plain").split()
+    assert len(ids) == 1
+    lines = ok(shared_gateway, "pull", subscription, "--all", "--ack").splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{ids[0]}  ")
+    assert '"plain"' in lines[0]
+    assert as_json(shared_gateway, "pull", subscription, "--ack") == []  # all acknowledged
+
+
+def test_bulk_publish_from_stdin_and_a_drain_show_progress(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    topic, subscription = names("topics"), names("subscriptions")
+    ok(shared_gateway, "topics", "create", topic)
+    ok(shared_gateway, "subscriptions", "create", subscription, "--topic", topic)
+    lines = [f"line {i}" for i in range(2500)]
+    done = cli(
+        shared_gateway, "publish", topic, "--progress", "--format", "json", stdin="\n".join(lines) + "\n\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["messageIds"]) == 2500  # three requests; the empty line skipped
+    assert "2500 messages" in done.stderr  # the bar, on stderr only
+
+    done = cli(shared_gateway, "pull", subscription, "--all", "--ack", "--progress")
+    assert done.returncode == 0, done.stderr
+    got = [json.loads(line.split("  ")[2]) for line in done.stdout.splitlines()]
+    assert sorted(got) == sorted(lines)
+    assert "2500 messages" in done.stderr
+    done = cli(shared_gateway, "pull", subscription, "--max", "5")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert "no messages" in done.stderr
+
+
+def test_nack_releases_what_was_pulled(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
+    topic, subscription = names("topics"), names("subscriptions")
+    ok(shared_gateway, "topics", "create", topic)
+    ok(shared_gateway, "subscriptions", "create", subscription, "--topic", topic, "--ack-deadline", "600")
+    ok(shared_gateway, "publish", topic, "again")
+    first = as_json(shared_gateway, "pull", subscription, "--all", "--nack")
+    second = as_json(shared_gateway, "pull", subscription, "--all", "--ack")  # not held for 600 s
+    assert [m["message"]["data"] for m in first] == [m["message"]["data"] for m in second]
+    assert first[0]["ackId"] != second[0]["ackId"]
+
+
+def test_seek_to_a_snapshot_and_to_a_time(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    topic, subscription, snapshot = names("topics"), names("subscriptions"), names("snapshots")
+    ok(shared_gateway, "topics", "create", topic)
+    ok(shared_gateway, "subscriptions", "create", subscription, "--topic", topic)
+    ok(shared_gateway, "publish", topic, stdin="a\nb\nc\n")
+    snap = as_json(shared_gateway, "snapshots", "create", snapshot, "--subscription", subscription)
+    assert snap["name"] == snapshot and snap["topic"] == topic
+    assert snapshot in ok(shared_gateway, "snapshots", "list", "--project", "test-project").split()
+    assert as_json(shared_gateway, "snapshots", "describe", snapshot)["topic"] == topic
+    assert len(as_json(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
+
+    assert (
+        ok(shared_gateway, "seek", subscription, "--snapshot", snapshot)
+        == f"{subscription} sought to {snapshot}\n"
+    )
+    assert len(as_json(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
+    sought = as_json(shared_gateway, "seek", subscription, "--time", "2020-01-01T00:00:00")
+    assert sought == {"subscription": subscription, "target": "2020-01-01T00:00:00+00:00"}
+    assert len(as_json(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
+
+    assert ok(shared_gateway, "snapshots", "delete", snapshot) == f"deleted {snapshot}\n"
+    assert snapshot not in ok(shared_gateway, "snapshots", "list", "--project", "test-project")
+
+
+def test_refused_calls_print_the_status_and_exit_non_zero(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    topic = names("topics")
+    done = cli(shared_gateway, "topics", "describe", topic)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("pubsub-gateway: NOT_FOUND: ")
+
+    done = cli(shared_gateway, "topics", "describe", topic, "--format", "json")
+    error = json.loads(done.stderr)["error"]
+    assert (done.returncode, error["code"], error["status"]) == (1, 5, "NOT_FOUND")
+    assert topic in error["message"]
+
+    ok(shared_gateway, "topics", "create", topic)
+    done = cli(shared_gateway, "topics", "create", topic)
+    assert done.returncode == 1 and "ALREADY_EXISTS" in done.stderr
+    done = cli(shared_gateway, "topics", "create", "projects/test-project/topics/1-bad")
+    assert done.returncode == 1 and "INVALID_ARGUMENT" in done.stderr
+    done = cli(shared_gateway, "seek", names("subscriptions"), "--time", "2020-01-01")
+    assert done.returncode == 1 and "NOT_FOUND" in done.stderr
+
+
+def test_usage_errors_exit_2_without_a_call(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    done = cli(None, "topics", "list", "--project", "p")
+    assert done.returncode == 2 and "PUBSUB_EMULATOR_HOST" in done.stderr
+    done = cli(shared_gateway, "topics", "describe", "short-name")
+    assert done.returncode == 2 and "--project" in done.stderr
+    done = cli(shared_gateway, "publish", names("topics"), "m", "-a", "no-equals")
+    assert done.returncode == 2 and "KEY=VALUE" in done.stderr
+    done = cli(shared_gateway, "seek", names("subscriptions"), "--time", "yesterday")
+    assert done.returncode == 2 and "ISO 8601" in done.stderr
+    done = cli(shared_gateway, "pull", names("subscriptions"), "--ack", "--nack")
+    assert done.returncode == 2  # argparse: not allowed together
+
+
+def test_an_unreachable_gateway_is_unavailable() -> None:
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = cli(None, "topics", "list", "--project", "p", "--address", f"127.0.0.1:{port}", "--timeout", "5")
+    assert done.returncode == 1
+    assert done.stderr.startswith("pubsub-gateway: UNAVAILABLE: ")
+
+
+def test_a_token_file_authenticates_the_commands(start_gateway: GatewayFactory, tmp_path: Path) -> None:
+    (tmp_path / "tokens").write_text("admin-token user:ops@example.com\nviewer-token user:dev@example.com\n")
+    policy = {"projects/test-project": {"bindings": [
+        {"role": "roles/pubsub.admin", "members": ["user:ops@example.com"]},
+        {"role": "roles/pubsub.viewer", "members": ["user:dev@example.com"]},
+    ]}}  # fmt: skip
+    (tmp_path / "iam.json").write_text(json.dumps(policy))
+    gw = start_gateway(
+        "--auth-token-file", str(tmp_path / "tokens"), "--iam-policy-file", str(tmp_path / "iam.json")
+    )
+    (tmp_path / "admin").write_text("admin-token\n")
+    (tmp_path / "viewer").write_text("viewer-token")
+    topic = "projects/test-project/topics/authenticated"
+
+    done = cli(gw, "topics", "create", topic)
+    assert done.returncode == 1 and done.stderr.startswith("pubsub-gateway: UNAUTHENTICATED: ")
+    assert ok(gw, "topics", "create", topic, "--token-file", str(tmp_path / "admin")) == f"created {topic}\n"
+    assert (
+        ok(gw, "topics", "list", "--project", "test-project", "--token-file", str(tmp_path / "viewer"))
+        == f"{topic}\n"
+    )
+    done = cli(gw, "topics", "delete", topic, "--token-file", str(tmp_path / "viewer"))
+    assert done.returncode == 1 and "PERMISSION_DENIED" in done.stderr
+    done = cli(gw, "topics", "list", "--project", "p", "--token-file", str(tmp_path / "missing"))
+    assert done.returncode == 2 and "cannot read" in done.stderr
+
+
+def test_tls_ca_file_connects_over_tls(start_gateway: GatewayFactory, tmp_path: Path) -> None:
+    pki = Pki(tmp_path)
+    gw = start_gateway(*pki.flags())
+    topic = "projects/test-project/topics/over-tls"
+    assert ok(gw, "topics", "create", topic, "--tls-ca-file", str(pki.ca_file)) == f"created {topic}\n"
+    done = cli(gw, "topics", "describe", topic, "--timeout", "5")  # plain text to a TLS port
+    assert done.returncode == 1 and done.stderr.startswith("pubsub-gateway: UNAVAILABLE: ")
