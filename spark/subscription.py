@@ -1,17 +1,22 @@
 """A subscription as Spark needs it: found in the gateway's resource topic.
 
 Resources are JSON records in the compacted topic `<internal_prefix>_gresources` under the key
-`subscription/<name>`, read to the end on the driver; only their `meta` is used (the `proto`
-field is ignored, so the gateway's generated protos are never imported), typed as the gateway
-types it (gateway/translate/meta.py).
+`<kind>/<name>`, read to the end on the driver: their `meta`, typed as the gateway types it
+(gateway/translate/meta.py), and of the subscription's `proto` (the API's message, serialized) the
+delivery policies Spark applies too: the filter and the message retention.
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
+from typing import Any
 
+from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.clock import to_ms
 from gateway.translate import names
+from gateway.translate.limits import DEFAULT_RETENTION
 from gateway.translate.meta import SubscriptionMeta, parse
 from spark import driver
 from spark.options import KafkaConnection
@@ -29,16 +34,32 @@ class Subscription:
 
     name: str
     meta: SubscriptionMeta
+    filter: str = ""  # the v1 filter as stored ("": everything matches)
+    retention_ms: int = DEFAULT_RETENTION * 1000  # message_retention_duration, as policies.of
 
 
 def resource_topic(internal_prefix: str = DEFAULT_PREFIX) -> str:
     return str(names.internal_topic(internal_prefix, "resources"))
 
 
+def _record(conn: KafkaConnection, internal_prefix: str, key: str) -> dict[str, Any] | None:
+    """The latest record of `key` in the resource topic, None if there is none or a tombstone."""
+    found, value = driver.latest_value(conn, resource_topic(internal_prefix), key.encode())
+    return json.loads(value) if found and value is not None else None
+
+
 def load(name: str, conn: KafkaConnection, internal_prefix: str = DEFAULT_PREFIX) -> Subscription:
-    """The subscription's current meta: the latest record of its key in the resource topic."""
+    """The subscription's current meta and policies: the latest record of its key in the
+    resource topic."""
     names.subscription(name)
-    found, value = driver.latest_value(conn, resource_topic(internal_prefix), f"subscription/{name}".encode())
-    if not found or value is None:
+    record = _record(conn, internal_prefix, f"subscription/{name}")
+    if record is None:
         raise SubscriptionNotFound(f"Subscription does not exist (resource={name})")
-    return Subscription(name, parse(SubscriptionMeta, json.loads(value)["meta"]))
+    proto = pubsub_pb2.Subscription.FromString(base64.b64decode(record.get("proto", "")))
+    return Subscription(
+        name,
+        parse(SubscriptionMeta, record["meta"]),
+        filter=proto.filter,
+        # as gateway/core/policies.py derives it: unset (or zero) is the default, 7 days
+        retention_ms=to_ms(proto.message_retention_duration) or DEFAULT_RETENTION * 1000,
+    )
