@@ -133,7 +133,12 @@ def _columns(df: DataFrame) -> tuple[Column, Column, Column]:
         raise InvalidMessage(f"Column `data` must be binary or string, not {fields['data'].simpleString()}.")
     empty_map = F.create_map().cast("map<string,string>")
     attributes = F.coalesce(F.col("attributes"), empty_map) if "attributes" in fields else empty_map
-    if "attributes" in fields and fields["attributes"] != T.MapType(T.StringType(), T.StringType()):
+    kind = fields.get("attributes")
+    if kind is not None and not (
+        isinstance(kind, T.MapType)
+        and isinstance(kind.keyType, T.StringType)
+        and isinstance(kind.valueType, T.StringType)
+    ):
         raise InvalidMessage(
             f"Column `attributes` must be map<string,string>, not {fields['attributes'].simpleString()}."
         )

@@ -222,5 +222,7 @@ def test_null_attribute_values_and_wrong_columns_are_refused(spark: SparkSession
     assert first_problem(as_text) is None
     with pytest.raises(InvalidMessage, match="needs a column `data`"):
         first_problem(spark.createDataFrame([("x",)], "payload string"))
+    no_nulls = as_text.select("data", F.create_map(F.lit("k"), F.lit("v")).alias("attributes"))
+    assert first_problem(no_nulls) is None  # map<string,string> without nulls is one too
     with pytest.raises(InvalidMessage, match="must be map<string,string>"):
         first_problem(spark.createDataFrame([(b"x", 1)], "data binary, attributes int"))
