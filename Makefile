@@ -14,7 +14,7 @@ SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 # The conformance extra: the client version whose system tests run, and their imports.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick test-kafka-versions test-cluster clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick test-kafka-versions test-cluster test-spark-cluster clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -89,6 +89,12 @@ coverage: $(STAMP)
 ## test-cluster: a three-broker cluster loses a broker under load (3 JVMs; a few minutes)
 test-cluster: $(STAMP)
 	$(BIN)/python -m pytest -m cluster tests/integration
+
+## test-spark-cluster: the Spark side on a standalone cluster (a master and two workers on loopback,
+## from the pyspark package; 5 JVMs with the broker and the driver): read_backlog, ack, read_stream,
+## the export job. Prints its figures (FIGURE lines)
+test-spark-cluster: $(SPARK_STAMP)
+	$(BIN)/python -m pytest -s -m spark_cluster tests/spark_cluster
 
 ## test-kafka-versions: the core end-to-end tests on the oldest supported Kafka and the newest
 KAFKA_VERSIONS ?= $(shell $(BIN)/python -c 'from gateway.kafka.brokerjars import KAFKA_VERSION as n, OLDEST_SUPPORTED as o; print(o, n)' 2>/dev/null)

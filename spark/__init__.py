@@ -5,6 +5,7 @@
     df = read_backlog(spark, "projects/p/subscriptions/s", "broker:9092")
     df.write.parquet("/data/s")
     ack(df, "projects/p/subscriptions/s", "broker:9092")
+    write_topic(df.select("data", "attributes"), "projects/p/topics/t", "broker:9092")
 
 See docs/spark.md.
 """
@@ -12,14 +13,22 @@ See docs/spark.md.
 from spark.acks import ack
 from spark.options import KafkaConnection
 from spark.reader import read_backlog, read_stream
-from spark.subscription import Subscription, SubscriptionNotFound, load
+from spark.sink import InvalidMessage, TopicRefused, write_topic, write_topic_stream
+from spark.subscription import Subscription, SubscriptionNotFound, Topic, TopicNotFound, load, load_topic
 
 __all__ = [
+    "InvalidMessage",
     "KafkaConnection",
     "Subscription",
     "SubscriptionNotFound",
+    "Topic",
+    "TopicNotFound",
+    "TopicRefused",
     "ack",
     "load",
+    "load_topic",
     "read_backlog",
     "read_stream",
+    "write_topic",
+    "write_topic_stream",
 ]

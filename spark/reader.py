@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
-from spark import acklog, driver
+from gateway.clock import now_ms
+from spark import acklog, driver, filters
 from spark.messages import pubsub_view
 from spark.options import KafkaConnection, connection
 from spark.subscription import DEFAULT_PREFIX, Subscription, load
@@ -53,6 +55,14 @@ def _source(sub: Subscription, conn: KafkaConnection, starts: Mapping[int, int])
     }
 
 
+def _wanted(df: DataFrame, sub: Subscription, now_ms: Column) -> DataFrame:
+    """What the gateway would deliver of `df` (Pub/Sub columns): the rows the subscription's
+    filter matches, published no longer than its retention before `now_ms` (epoch
+    milliseconds). gateway/core/runner.py `_unwanted` acks the others as it fetches them."""
+    oldest = now_ms - F.lit(sub.retention_ms)
+    return filters.apply(df, sub.filter).where(F.unix_millis(F.col("publish_time")) >= oldest)
+
+
 def read_backlog(
     spark: SparkSession,
     subscription: str,
@@ -68,8 +78,11 @@ def read_backlog(
     the ack state is read once here and the read ends at each partition's end offset of now.
 
     Columns: message_id, data, attributes, ordering_key, publish_time, partition, offset.
+    Only messages the subscription's filter matches, published within its retention before
+    this call, are included (docs/spark.md, "Filters, retention, dead letters").
     """
     conn = connection(bootstrap, kafka_settings)
+    now = now_ms()
     sub = load(subscription, conn, internal_prefix)
     state = acklog.read(spark, sub, conn, snapshot=True)
     committed, ends = _offsets(sub, conn, use_committed)
@@ -80,7 +93,8 @@ def read_backlog(
         .option("endingOffsets", _per_partition(sub.meta.kafka_topic, ends))
         .load()
     )
-    return pubsub_view(acklog.exclude_acked(records, state, broadcast_acks, below_watermark=False))
+    view = pubsub_view(acklog.exclude_acked(records, state, broadcast_acks, below_watermark=False))
+    return _wanted(view, sub, F.lit(now))
 
 
 def read_stream(
@@ -99,7 +113,8 @@ def read_stream(
     A new query starts at each partition's watermark (a restarted query continues from its
     checkpoint). Every micro-batch re-reads the lease/ack log and drops what it says is
     acknowledged at that moment (through the gateway, or by `spark.ack`). `options` go to the
-    Kafka source (e.g. ``{"maxOffsetsPerTrigger": "10000"}``).
+    Kafka source (e.g. ``{"maxOffsetsPerTrigger": "10000"}``). As `read_backlog`, only what
+    the filter matches, published within the retention before the micro-batch runs.
     """
     conn = connection(bootstrap, kafka_settings)
     sub = load(subscription, conn, internal_prefix)
@@ -107,4 +122,5 @@ def read_stream(
     committed, _ = _offsets(sub, conn, use_committed)
     source = {**_source(sub, conn, start_offsets(sub, state, committed)), **(options or {})}
     records = spark.readStream.format("kafka").options(**source).load()
-    return pubsub_view(acklog.exclude_acked(records, state, broadcast_acks))
+    view = pubsub_view(acklog.exclude_acked(records, state, broadcast_acks))
+    return _wanted(view, sub, F.unix_millis(F.current_timestamp()))

@@ -141,10 +141,14 @@ def gateway_grants(
     return grants
 
 
-def spark_grants(internal_prefix: str, projects: Iterable[str] = (), acks: bool = True) -> list[Grant]:
+def spark_grants(
+    internal_prefix: str, projects: Iterable[str] = (), acks: bool = True, publish: bool = False
+) -> list[Grant]:
     """What a Spark reader's principal needs (spark/, docs/spark.md): the resource topic, the
     lease/ack logs and the projects' topics to read, the subscriptions' groups to read their
-    committed offsets, and Write on the logs to acknowledge (`acks`)."""
+    committed offsets, Write on the logs to acknowledge (`acks`), and Write on the projects'
+    topics to publish with spark.write_topic (`publish`; the idempotent producer needs no more
+    since Kafka 3.0, where Write on a topic implies IdempotentWrite)."""
     logs = f"{names.internal_topic(internal_prefix, 'acks')}."
     return [
         Grant(
@@ -163,7 +167,13 @@ def spark_grants(internal_prefix: str, projects: Iterable[str] = (), acks: bool 
         ),
         Grant(GROUP, group_prefix(internal_prefix), True, ("DESCRIBE",), "subscriptions' committed offsets"),
         *(
-            Grant(TOPIC, project_topic_prefix(p), True, ("READ",), f"Pub/Sub topics of project {p}")
+            Grant(
+                TOPIC,
+                project_topic_prefix(p),
+                True,
+                ("READ", "WRITE") if publish else ("READ",),
+                f"Pub/Sub topics of project {p}" + (", and publishing" if publish else ""),
+            )
             for p in projects
         ),
     ]
@@ -331,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the set of a Spark reader (spark/) instead of the gateway's",
     )
     parser.add_argument("--no-acks", action="store_true", help="with --spark-reader: read only")
+    parser.add_argument(
+        "--publish",
+        action="store_true",
+        help="with --spark-reader: also publish to the projects' topics (spark.write_topic)",
+    )
     parser.add_argument("--bootstrap", default="BROKER:9093", help="for the printed commands, or --apply")
     parser.add_argument(
         "--command-config",
@@ -352,7 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.spark_reader:
-            grants = spark_grants(args.internal_prefix, args.project, acks=not args.no_acks)
+            grants = spark_grants(
+                args.internal_prefix, args.project, acks=not args.no_acks, publish=args.publish
+            )
         else:
             grants = gateway_grants(args.internal_prefix, args.project, args.adopted_topic)
     except Exception as exc:  # noqa: BLE001 - a bad name: say which, as argparse would

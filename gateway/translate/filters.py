@@ -10,6 +10,11 @@ literals take double or single quotes with backslash escapes (\\n, \\t, \\\\, qu
 \\uHHHH, octal \\NNN). Matching is case-sensitive. AND and OR may not be mixed at one level
 without parentheses. A filter is at most 256 bytes (a filter the gateway writes itself may
 lift that: `parse(..., max_bytes=None)`). Parse errors name the position.
+
+`parse` returns a predicate; `parse_expression` the parsed expression itself, a tree of frozen
+values (`Has`, `Equals`, `NotEquals`, `HasPrefix`, `Not`, `And`, `Or`), for evaluators
+elsewhere: spark/filters.py compiles it into a Spark SQL condition, so that the gateway and
+Spark apply one definition of the language.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Mapping
+from typing import TypeAlias
 
 from gateway.errors import InvalidArgument
 
@@ -34,6 +40,82 @@ _TOKEN = re.compile(
 )
 _ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|.)", re.DOTALL)
 _SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Has:
+    """attributes:KEY"""
+
+    key: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Equals:
+    """attributes.KEY = "value": present with that value."""
+
+    key: str
+    value: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NotEquals:
+    """attributes.KEY != "value": absent, or present with another value (NOT Equals)."""
+
+    key: str
+    value: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HasPrefix:
+    """hasPrefix(attributes.KEY, "prefix"): present with a value that starts with it."""
+
+    key: str
+    prefix: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Not:
+    inner: Expr
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class And:
+    """e AND e AND ...: two or more parts."""
+
+    parts: tuple[Expr, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Or:
+    """e OR e OR ...: two or more parts."""
+
+    parts: tuple[Expr, ...]
+
+
+Expr: TypeAlias = Has | Equals | NotEquals | HasPrefix | Not | And | Or
+
+
+def predicate(expr: Expr) -> Predicate:
+    """The expression as a function of the attributes (compiled once: closures, no tree walk
+    per message)."""
+    match expr:
+        case Has(key):
+            return lambda a: key in a
+        case Equals(key, value):
+            return lambda a: a.get(key) == value
+        case NotEquals(key, value):
+            return lambda a: a.get(key) != value
+        case HasPrefix(key, prefix):
+            return lambda a: key in a and a[key].startswith(prefix)
+        case Not(inner):
+            p = predicate(inner)
+            return lambda a: not p(a)
+        case And(parts):
+            ps = [predicate(e) for e in parts]
+            return lambda a: all(p(a) for p in ps)
+        case Or(parts):
+            ps = [predicate(e) for e in parts]
+            return lambda a: any(p(a) for p in ps)
 
 
 class FilterError(InvalidArgument):
@@ -99,7 +181,7 @@ class _Parser:
     def at(self, kind: str, text: str) -> bool:
         return self.tok.kind == kind and self.tok.text == text
 
-    def expression(self) -> Predicate:
+    def expression(self) -> Expr:
         first = self.factor()
         if not (self.at("word", "AND") or self.at("word", "OR")):
             return first
@@ -110,15 +192,12 @@ class _Parser:
                 raise FilterError("AND and OR cannot be mixed without parentheses", self.tok.pos)
             self.i += 1
             parts.append(self.factor())
-        if op == "AND":
-            return lambda a: all(p(a) for p in parts)
-        return lambda a: any(p(a) for p in parts)
+        return And(tuple(parts)) if op == "AND" else Or(tuple(parts))
 
-    def factor(self) -> Predicate:
+    def factor(self) -> Expr:
         if self.at("word", "NOT") or self.at("op", "-"):
             self.i += 1
-            inner = self.factor()
-            return lambda a: not inner(a)
+            return Not(self.factor())
         if self.at("op", "("):
             self.i += 1
             inner = self.expression()
@@ -132,7 +211,7 @@ class _Parser:
             t = self.take("string")
             prefix = _unquote(t.text, t.pos)
             self.take("op", ")")
-            return lambda a: key in a and a[key].startswith(prefix)
+            return HasPrefix(key, prefix)
         return self.comparison()
 
     def attribute_key(self, sep: str) -> str:
@@ -148,13 +227,12 @@ class _Parser:
             return "-" + nxt.text
         return self.take("word").text
 
-    def comparison(self) -> Predicate:
+    def comparison(self) -> Expr:
         t = self.tok
         if t.kind != "word" or t.text != "attributes":
             raise FilterError(f"expected an attribute condition, found {t.text or 'the end'!r}", t.pos)
         if self.toks[self.i + 1].text == ":":
-            key = self.attribute_key(":")
-            return lambda a: key in a
+            return Has(self.attribute_key(":"))
         key = self.attribute_key(".")
         op = self.tok
         if op.text not in ("=", "!="):
@@ -162,9 +240,20 @@ class _Parser:
         self.i += 1
         t = self.take("string")
         value = _unquote(t.text, t.pos)
-        if op.text == "=":
-            return lambda a: a.get(key) == value
-        return lambda a: a.get(key) != value
+        return Equals(key, value) if op.text == "=" else NotEquals(key, value)
+
+
+def parse_expression(text: str, *, max_bytes: int | None = MAX_FILTER_BYTES) -> Expr | None:
+    """The parsed filter, or None for the empty filter (everything matches); `max_bytes` as
+    for `parse`."""
+    if max_bytes is not None and len(text.encode()) > max_bytes:
+        raise InvalidArgument(f"Invalid filter: at most {max_bytes} bytes are allowed.")
+    if not text.strip():
+        return None
+    parser = _Parser(text)
+    expr = parser.expression()
+    parser.take("end")
+    return expr
 
 
 def parse(text: str, *, max_bytes: int | None = MAX_FILTER_BYTES) -> Predicate | None:
@@ -173,11 +262,5 @@ def parse(text: str, *, max_bytes: int | None = MAX_FILTER_BYTES) -> Predicate |
     `max_bytes` is the API's limit, what v1 clients get. None lifts it, for filters the gateway
     writes itself from input bounded otherwise: the translation of a legacy label query
     (gateway/legacy/query.py bounds its size and nesting) may be longer than 256 bytes."""
-    if max_bytes is not None and len(text.encode()) > max_bytes:
-        raise InvalidArgument(f"Invalid filter: at most {max_bytes} bytes are allowed.")
-    if not text.strip():
-        return None
-    parser = _Parser(text)
-    predicate = parser.expression()
-    parser.take("end")
-    return predicate
+    expr = parse_expression(text, max_bytes=max_bytes)
+    return None if expr is None else predicate(expr)

@@ -117,3 +117,10 @@ def test_the_spark_reader_set_reads_and_acks_only() -> None:
         ("p.", ("READ",)),
     }
     assert ("gw_gacks.", ("READ",)) in {(g.name, g.operations) for g in acls.spark_grants("gw", acks=False)}
+
+
+def test_the_spark_set_with_publish_writes_the_projects_topics() -> None:
+    grants = {(g.name, g.operations) for g in acls.spark_grants("gw", ["p", "q"], publish=True)}
+    assert ("p.", ("READ", "WRITE")) in grants
+    assert ("q.", ("READ", "WRITE")) in grants
+    assert ("gw_gresources", ("READ",)) in grants

@@ -517,3 +517,30 @@ def test_any_key_and_value_round_trip_through_a_literal(key: str, value: str, da
     assert not matches(unequal, {key: value})
     assert matches(prefix, {key: value + "x"})
     assert matches(f"attributes:{key_text}", {key: ""})
+
+
+# -- the parsed expression, for other evaluators (spark/filters.py) ----------------------------
+
+
+def test_the_parsed_expression_is_a_tree_of_values() -> None:
+    expr = filters.parse_expression(
+        'NOT attributes:"a b" AND (attributes.c = "1" OR attributes.c != "2" OR hasPrefix(attributes.d, "x"))'
+    )
+    assert expr == filters.And(
+        (
+            filters.Not(filters.Has("a b")),
+            filters.Or((filters.Equals("c", "1"), filters.NotEquals("c", "2"), filters.HasPrefix("d", "x"))),
+        )
+    )
+    assert filters.parse_expression("  ") is None
+    with pytest.raises(InvalidArgument, match="at most 256 bytes"):
+        filters.parse_expression(_padded(257))
+
+
+@pytest.mark.parametrize(("text", "attributes", "expected"), MATCHES)
+def test_the_predicate_of_the_expression_is_the_filter(
+    text: str, attributes: dict[str, str], expected: bool
+) -> None:
+    expr = filters.parse_expression(text)
+    assert expr is not None
+    assert filters.predicate(expr)(attributes) is expected

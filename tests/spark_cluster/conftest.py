@@ -1,0 +1,63 @@
+"""A Spark standalone cluster (a master and two workers on loopback) for the session, and a
+SparkSession on it whose executors are JVMs of their own (tests/spark_cluster/standalone.py).
+
+Run with `make test-spark-cluster`; other runs leave these tests out (the `spark_cluster`
+marker): a pytest process holds one SparkContext, and tests/spark's is local[2].
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from spark import connector
+from tests.spark.conftest import _collect_sockets, _cwd  # noqa: F401 (the autouse fixture)
+from tests.spark_cluster.standalone import Standalone
+
+EXECUTORS = 2
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    work = tmp_path_factory.mktemp("spark-standalone")
+    with Standalone(work, workers=2) as c:
+        old = os.environ.get("SPARK_CONF_DIR")
+        os.environ["SPARK_CONF_DIR"] = str(c.conf_dir)  # the session's JVM and export jobs read it
+        try:
+            yield c
+        finally:
+            if old is None:
+                os.environ.pop("SPARK_CONF_DIR", None)
+            else:
+                os.environ["SPARK_CONF_DIR"] = old
+
+
+@pytest.fixture(scope="session")
+def spark(cluster: Standalone, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    with _cwd(tmp_path_factory.mktemp("spark-cwd")):
+        session = (
+            connector.builder("pubsub-gateway-cluster-tests", cluster.master_url, "1g")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
+    session.sparkContext.setLogLevel("ERROR")
+    deadline = time.monotonic() + 90
+    while executors(session) < EXECUTORS:
+        assert time.monotonic() < deadline, "the executors did not register"
+        time.sleep(0.2)
+    yield session
+    session.stop()
+
+
+def executors(session: SparkSession) -> int:
+    """Executors registered with the driver (the driver's own block manager not counted)."""
+    return int(session.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1
+
+
+def repo() -> Path:
+    return Path(__file__).resolve().parents[2]
