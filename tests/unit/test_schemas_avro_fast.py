@@ -247,3 +247,62 @@ def test_order_of_the_other_tests_validates_with_the_checker() -> None:
     data = binary(schema, value)
     assert schema._fast(data) == len(data)
     schema.validate(data, Encoding.BINARY)
+
+
+# --- JSON: arrays and maps of a primitive checked whole first ------------------------------
+
+_json_item_kinds = [
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**64), 2**64),
+    st.sampled_from([2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1]),
+    st.floats(),
+    st.text(max_size=3),
+    st.sampled_from(["\u00ff", "\u0100", "é", "€"]),
+]
+# Mixed lists mostly fail the whole check; lists of one kind mostly pass it: draw both.
+_json_items = st.lists(st.one_of(_json_item_kinds), max_size=6) | st.one_of(
+    [st.lists(kind, max_size=6) for kind in _json_item_kinds]
+)
+
+
+def _json_verdict(check: Any, value: Any) -> str | None:
+    try:
+        check(value)
+    except Mismatch as exc:
+        return exc.describe()
+    return None
+
+
+@HYP
+@given(st.sampled_from(["null", "boolean", "int", "long", "float", "double", "bytes", "string"]), _json_items)
+def test_json_collections_of_a_primitive_get_the_verdict_item_by_item_gives(
+    primitive: str, items: list[Any]
+) -> None:
+    from gateway.schemas import avro_json
+
+    for definition, value in (
+        ({"type": "array", "items": primitive}, items),
+        ({"type": "map", "values": primitive}, {f"k{i}": item for i, item in enumerate(items)}),
+    ):
+        named: dict[str, Any] = {}
+        parsed = fastavro.parse_schema(definition, named_schemas=named)
+        fast = avro_json.compile_json(parsed, named)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(avro_json, "_WHOLE", {})
+            slow = avro_json.compile_json(parsed, named)
+        assert _json_verdict(fast, value) == _json_verdict(slow, value)
+
+
+def test_json_arrays_of_a_primitive_refuse_saying_which_item() -> None:
+    cases = [
+        ({"type": "array", "items": "int"}, [1, 2**31], "[1]: 2147483648 is out of the range of an int"),
+        ({"type": "array", "items": "int"}, [1, True], "[1]: expected an int"),
+        ({"type": "array", "items": "double"}, [1.5, "2"], "[1]: expected a number"),
+        ({"type": "array", "items": "bytes"}, ["a", "\u0100"], "[1]: bytes may hold only characters"),
+        ({"type": "map", "values": "long"}, {"a": 1, "b": 2**63}, "['b']: 9223372036854775808 is out of"),
+        ({"type": "map", "values": "string"}, {"a": "x", "b": None}, "['b']: expected a string"),
+    ]
+    for definition, value, says in cases:
+        message = refused(one(definition), json.dumps(value).encode(), Encoding.JSON)
+        assert says in message, message
