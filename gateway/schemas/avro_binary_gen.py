@@ -38,6 +38,19 @@ _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _WIDTHS = {"null": 0, "float": 4, "double": 8}
 # Unions with more branches than this dispatch through a tuple of functions, not an if chain.
 _INLINE_BRANCHES = 4
+# CPython compiles source at ~10 us a line, holding the GIL through each `compile()`, and a
+# function in time that grows faster than its length: a record of 6,556 fields (what a 300 KiB
+# definition holds) made 64,000 lines, 1.5 s as one function. So a record's fields are split into
+# functions of at most _FIELDS_PER_FUNCTION, each compiled on its own (a few ms), and a schema
+# whose checker would pass _MAX_LINES (~0.2 s to compile) keeps the walker alone.
+_FIELDS_PER_FUNCTION = 32
+_MAX_LINES = 20_000
+
+
+class _TooLarge(Exception):
+    pass
+
+
 _NAMED = frozenset({"record", "error", "enum", "fixed"})
 _COMPOUND = _NAMED | {"array", "map"}
 
@@ -91,10 +104,11 @@ class _Generator:
     def __init__(self, named: Mapping[str, Any]) -> None:
         self._named = named
         self._functions: dict[tuple[str, object], str] = {}  # _key(node) -> its function's name
-        self.source: list[str] = []
+        self.units: list[str] = []  # the source of each function
         self.tables: list[str] = []  # union dispatch tuples, defined after every function
         self._widths: dict[tuple[str, object], int | None] = {}
         self._count = 0
+        self._lines = 0
 
     def _resolve(self, schema: Any) -> Any:
         """A node that is not a name: primitives as their name, named types as their object."""
@@ -163,11 +177,27 @@ class _Generator:
         self._functions[key] = name
         body: list[str] = []
         if prefix == "r":
-            self._fields(node["fields"], body, "    ")
+            fields = node["fields"]
+            if len(fields) <= _FIELDS_PER_FUNCTION:
+                self._fields(fields, body, "    ")
+            for start in (
+                range(0, len(fields), _FIELDS_PER_FUNCTION) if len(fields) > _FIELDS_PER_FUNCTION else ()
+            ):
+                part = self._name("p")
+                lines: list[str] = []
+                self._fields(fields[start : start + _FIELDS_PER_FUNCTION], lines, "    ")
+                self._emit(part, lines)
+                body.append(f"    pos = {part}(data, pos, n)")
         else:
             self._value(node, body, "    ", in_loop=False)
-        self.source += [f"def {name}(data, pos, n):", *body, "    return pos", ""]
+        self._emit(name, body)
         return name
+
+    def _emit(self, name: str, body: list[str]) -> None:
+        self._lines += len(body) + 2
+        if self._lines > _MAX_LINES:
+            raise _TooLarge
+        self.units.append("\n".join([f"def {name}(data, pos, n):", *body, "    return pos", ""]))
 
     def _fields(self, fields: list[Any], out: list[str], ind: str) -> None:
         run = 0  # bytes of fixed-width fields not yet skipped
@@ -251,7 +281,7 @@ class _Generator:
         name = self._name("b")
         body: list[str] = []
         self._value(node, body, "    ", in_loop=True)
-        self.source += [f"def {name}(data, pos, n):", *body, "    return pos", ""]
+        self._emit(name, body)
         return name
 
     def _blocks(self, node: Mapping[str, Any], out: list[str], ind: str) -> None:
@@ -283,24 +313,28 @@ class _Generator:
         out.append(f"{ind}    if sz >= 0 and pos - st != sz: raise _M('block size')")
 
 
-def generate(schema: Any, named: Mapping[str, Any]) -> tuple[str, str]:
-    """(The source of the checker for a whole message of `schema`, the name of its function.)"""
+def generate(schema: Any, named: Mapping[str, Any]) -> tuple[list[str], str]:
+    """(The source of the checker for a whole message of `schema`, function by function, then
+    the union tables; the name of the function that checks a whole message.)"""
     generator = _Generator(named)
     top = generator.function(schema)
-    return "\n".join([*generator.source, *generator.tables, ""]), top
+    return [*generator.units, *generator.tables], top
 
 
 def compile_checker(schema: Any, named: Mapping[str, Any]) -> Checker | None:
     """The checker for a whole message of `schema` (as fastavro's `parse_schema` returns it, with
-    its named types in `named`); None for a definition nested too deeply to generate one (the
-    generator takes more stack per level than the walker's builder: such a schema keeps the
-    walker alone, so that no definition the walker takes is refused)."""
+    its named types in `named`); None for a definition too large (`_MAX_LINES`) or nested too
+    deeply to generate one for (the generator takes more stack per level than the walker's
+    builder): such a schema keeps the walker alone, and no definition the walker takes is
+    refused. Each function is compiled on its own, so other threads (the event loop) run in
+    between."""
     try:
-        source, top = generate(schema, named)
-    except RecursionError:
+        units, top = generate(schema, named)
+    except (RecursionError, _TooLarge):
         return None
     namespace = dict(_HELPERS)
-    exec(compile(source, "<avro binary checker>", "exec"), namespace)  # noqa: S102 - see the docstring
+    for unit in units:
+        exec(compile(unit, "<avro binary checker>", "exec"), namespace)  # noqa: S102 - see the docstring
     step = namespace[top]
 
     def check(data: bytes) -> int:

@@ -208,7 +208,7 @@ def test_no_text_of_the_definition_reaches_the_generated_source() -> None:
     }
     named: dict[str, Any] = {}
     parsed = fastavro.parse_schema(definition, named_schemas=named)
-    source, _ = avro_binary_gen.generate(parsed, named)
+    source = "\n".join(avro_binary_gen.generate(parsed, named)[0])
     for word in ("import_os", "exec_", "system", "rm_rf", "eval_", "open_", "payload", "dunder", "more"):
         assert word not in source
 
@@ -224,6 +224,33 @@ def test_a_definition_too_deep_to_generate_keeps_the_walker() -> None:
     schema.validate(b"\x00", Encoding.BINARY)
     with pytest.raises(SchemaError):
         schema.validate(b"\x02\x00", Encoding.BINARY)
+
+
+def test_a_definition_too_large_to_generate_for_keeps_the_walker() -> None:
+    """6,000 fields (a 300 KiB definition holds ~6,500) would be ~60,000 lines, ~0.6 s of
+    compile: the walker alone checks them."""
+    fields = [{"name": f"f{i}", "type": ["null", "string"]} for i in range(6000)]
+    definition = {"type": "record", "name": "Wide", "fields": fields}
+    named: dict[str, Any] = {}
+    parsed = fastavro.parse_schema(definition, named_schemas=named)
+    assert avro_binary_gen.compile_checker(parsed, named) is None
+    schema = one(definition)
+    schema.validate(b"\x00" * 6000, Encoding.BINARY)
+    assert "ends in the middle" in refused(schema, b"\x00" * 5999, Encoding.BINARY)
+
+
+def test_a_record_of_many_fields_is_checked_in_parts() -> None:
+    fields = [{"name": f"f{i}", "type": "string" if i % 3 else "double"} for i in range(100)]
+    definition = {"type": "record", "name": "Many", "fields": fields}
+    named: dict[str, Any] = {}
+    parsed = fastavro.parse_schema(definition, named_schemas=named)
+    units, _ = avro_binary_gen.generate(parsed, named)
+    assert len(units) == 5  # four parts of at most 32 fields, and the record calling them
+    value = {f"f{i}": "s" * i if i % 3 else float(i) for i in range(100)}
+    data = binary(one(definition), value)
+    assert _verdicts(definition, data) == (len(data), len(data))
+    for cut in (1, 8, len(data) // 2, len(data) - 1):
+        _agree(definition, data[:cut])
 
 
 def test_order_of_the_other_tests_validates_with_the_checker() -> None:
