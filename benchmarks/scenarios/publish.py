@@ -86,7 +86,8 @@ def _schema(bench: Bench, mode: Mode, plain_topic: str, raw: Row) -> list[Row]:
     """Publish batch=100 of one ~1 KiB Avro message to a topic with an Avro schema (every message
     validated, the googclient_* attributes added) and to the plain topic, alternating plain,
     schema, plain: `vs_plain_same_run` is against the mean of the two plain runs (the ratio, as
-    every row's, against the raw producer)."""
+    every row's, against the raw producer); the plain runs' rates and gateway CPU per message are
+    in `extra` too."""
     from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
     from gateway._pb.google.pubsub.v1 import schema_pb2 as spb
     from gateway._pb.google.pubsub.v1 import schema_pb2_grpc as spb_grpc
@@ -133,6 +134,8 @@ def _schema(bench: Bench, mode: Mode, plain_topic: str, raw: Row) -> list[Row]:
     row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
     row.extra["vs_plain_same_run"] = round(row.msgs_per_s / plain, 3) if plain else 0
     row.extra["plain_msgs_per_s"] = [round(r.msgs_per_s) for r in runs["plain"]]
+    # Gateway CPU per message of the plain runs, next to this row's own gw_cpu_us_per_msg.
+    row.extra["plain_gw_cpu_us_per_msg"] = [r.extra.get("gw_cpu_us_per_msg") for r in runs["plain"]]
     return [row]
 
 

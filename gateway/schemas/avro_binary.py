@@ -8,7 +8,9 @@ never ends for a 10-byte one; and accepts negative union and enum indexes (read 
 the list) and ints past 32 bits. It also builds every value, which a validator throws away. This
 walker refuses what is invalid, steps over items that take no bytes without visiting them one by
 one, builds no values, and takes about 1.15x the time of fastavro's read of a 1 KiB record
-(benchmarks/schema_validation.py).
+(benchmarks/schema_validation.py). `AvroSchema.validate` asks the checker `avro_binary_gen`
+generates first (several times faster, and accepting exactly what this walker accepts) and walks
+only the messages it refuses, to say what is wrong and where.
 
 Rules (the Avro 1.11 specification): ints and longs are zig-zag varints of at most 5 and 10
 bytes, in range; a boolean is the byte 0 or 1; strings are UTF-8; union and enum indexes are in

@@ -27,6 +27,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,9 @@ class ProtoSchema:
     root_message: str
     descriptor_set: bytes = field(repr=False)
     message_class: type[Message] = field(repr=False, compare=False)
+    # Whether any message of the file has a required field (proto2): if none does, no message can
+    # miss one, and validation skips IsInitialized (~1 us of the ~6 us a 1 KiB message takes).
+    has_required: bool = field(default=True, repr=False, compare=False)
 
     @property
     def type(self) -> SchemaType:
@@ -82,7 +86,7 @@ class ProtoSchema:
             problem = " ".join(str(exc).split()).rstrip(".")
         except RecursionError:
             problem = "the message is nested too deeply"
-        if problem is None and not message.IsInitialized():
+        if problem is None and self.has_required and not message.IsInitialized():
             missing: list[str] = message.FindInitializationErrors()  # type: ignore[attr-defined]  # not in the stubs
             problem = f"required fields are missing: {', '.join(missing)}"
         if problem is not None:
@@ -176,8 +180,23 @@ def compile_proto(definition: str) -> ProtoSchema:
     message_class = message_factory.GetMessageClass(pool.FindMessageTypeByName(root))
     descriptor_set = descriptor_pb2.FileDescriptorSet(file=[file]).SerializeToString()
     return ProtoSchema(
-        fingerprint(SchemaType.PROTOCOL_BUFFER, definition), root, descriptor_set, message_class
+        fingerprint(SchemaType.PROTOCOL_BUFFER, definition),
+        root,
+        descriptor_set,
+        message_class,
+        _has_required(file.message_type),
     )
+
+
+def _has_required(messages: Iterable[descriptor_pb2.DescriptorProto]) -> bool:
+    """Whether a field of these messages, or of the messages nested in them, is `required`."""
+    pending = list(messages)
+    while pending:  # not recursive: protoc does not bound how deep messages nest
+        message = pending.pop()
+        if any(f.label == descriptor_pb2.FieldDescriptorProto.LABEL_REQUIRED for f in message.field):
+            return True
+        pending.extend(message.nested_type)
+    return False
 
 
 def _run_protoc(source: bytes) -> bytes:

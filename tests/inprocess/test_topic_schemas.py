@@ -113,6 +113,22 @@ def test_published_messages_are_validated_and_carry_the_schema_attributes(
         }
 
 
+def test_a_request_validated_partly_on_the_loop_partly_in_a_thread(
+    gw: InProcessGateway, project: str
+) -> None:
+    """Small messages are validated on the event loop, the rest of the request from the first
+    one past 4 KiB in a worker thread (core/topic_schemas.py): every message is still stamped
+    with the revision it matches, and a bad one is named by its place in the whole request."""
+    v1, v2 = _schema(gw, project, V1, V2)
+    topic = _topic(gw, project, schema=v1.name, encoding=Encoding.JSON)
+    big = json.dumps({"a": 2, "c": "y" * 5000}).encode()
+    assert len(_publish(gw, topic, OLD, big, NEW, OLD)) == 4
+    got = {m.data: m.attributes["googclient_schemarevisionid"] for m in _delivered(gw, topic, 4)}
+    assert got == {OLD: v1.revision_id, big: v2.revision_id, NEW: v2.revision_id}
+    with pytest.raises(exceptions.InvalidArgument, match=r"\(message 3, JSON of "):
+        _publish(gw, topic, OLD, big, NEW, b'{"a": "x"}')
+
+
 def test_the_revision_range_bounds_what_validates(gw: InProcessGateway, project: str) -> None:
     v1, v2 = _schema(gw, project, V1, V2)
     only_new = _topic(gw, project, schema=v1.name, encoding=Encoding.JSON, first_revision_id=v2.revision_id)

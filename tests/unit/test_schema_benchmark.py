@@ -18,6 +18,10 @@ def test_the_quick_run_writes_a_figure_per_case(tmp_path: Path) -> None:
         "avro json",
         "protobuf binary",
         "protobuf json",
+        "avro binary, the publish scenario's record",
+        "avro json, the publish scenario's record",
+        "protobuf binary, the publish scenario's record",
+        "protobuf json, the publish scenario's record",
     ]
     assert all(
         case["validate_msgs_per_s"] > 0 and case["mean_message_bytes"] > 500 for case in result["cases"]

@@ -240,6 +240,23 @@ def test_proto2_required_fields_must_be_present(legacy: ProtoSchema) -> None:
     )
 
 
+def test_required_fields_are_looked_for_only_where_a_message_has_one(
+    order: ProtoSchema, legacy: ProtoSchema
+) -> None:
+    """IsInitialized is skipped for files with no required field anywhere (every proto3 file);
+    one required field nested two levels down is enough to keep it."""
+    assert not order.has_required and legacy.has_required
+    deep = _compile(
+        'syntax = "proto2";\n'
+        "message Top { optional Mid mid = 1;\n"
+        "  message Mid { optional Low low = 1; message Low { required int32 n = 1; } } }\n"
+    )
+    assert deep.has_required
+    deep.validate(b"\x0a\x04\x0a\x02\x08\x01", Encoding.BINARY)
+    with pytest.raises(SchemaError, match=r"required fields are missing: mid\.low\.n"):
+        deep.validate(b"\x0a\x02\x0a\x00", Encoding.BINARY)  # mid.low present, its n missing
+
+
 # --- JSON ----------------------------------------------------------------------------------
 
 

@@ -4,6 +4,7 @@ deleted schema or revision (core/topic_schemas.py)."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, cast
 
 import pytest
@@ -43,6 +44,17 @@ def test_a_message_matching_no_revision_names_itself_and_the_first_reason() -> N
     ) as caught:
         _match(NEWEST_FIRST, [b'{"a": 1}', b'{"a": "one"}'], Encoding.JSON, "s")
     assert caught.value.code.name == "INVALID_ARGUMENT"
+
+
+def test_an_inline_pass_stops_at_a_large_message_or_its_time_and_the_rest_resumes() -> None:
+    small, large = b'{"a": 1}', json.dumps({"a": 2, "c": "x" * 5000}).encode()
+    payloads = [small, small, large, small]
+    later = time.perf_counter() + 60
+    assert _match(NEWEST_FIRST, payloads, Encoding.JSON, "s", until=later) == ["rev1", "rev1"]
+    assert _match(NEWEST_FIRST, payloads, Encoding.JSON, "s", until=time.perf_counter() - 1) == []
+    assert _match(NEWEST_FIRST, payloads, Encoding.JSON, "s", 2) == ["rev2", "rev1"]
+    with pytest.raises(SchemaError, match=r"\(message 3, JSON of s"):
+        _match(NEWEST_FIRST, [*payloads[:3], b'{"a": "x"}'], Encoding.JSON, "s", 2)
 
 
 class _Store:
