@@ -27,6 +27,7 @@ from gateway.core.resources import AnyResource, ResourceStore, StoredSubscriptio
 from gateway.core.runner import Delivery, SubscriptionRunner
 from gateway.core.streams import StreamSession
 from gateway.core.subscriptions import log_topic_spec
+from gateway.core.tally import Tallies, Tally
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -74,7 +75,13 @@ class DeliveryService:
         self.address = ""  # where peers reach this process (set once the server listens)
         self._activity = ActivityRecorder(store)
         self._acks = AckPath(self._runners.get, self._writer, admin, self._runner)
+        # Per subscription counts for /metrics (gateway/observe), capped in labelled names.
+        self.tallies = Tallies(Tally, settings.metrics_max_subscriptions)
         store.subscribe(self._on_resource_change)
+
+    def runners(self) -> list[SubscriptionRunner]:
+        """The subscriptions this process serves now (the metrics read their state)."""
+        return list(self._runners.values())
 
     def connect_peers(self, address: str, transport: peers.Peers) -> None:
         self.address = address
@@ -140,6 +147,7 @@ class DeliveryService:
                 policies=self._policies(res),
                 transactional_prefix=self._settings.internal_prefix,
             )
+            runner.tally = self.tallies.of(res.name)
             await runner.start()
             self._runners[res.name] = runner
             return runner
