@@ -32,6 +32,7 @@ from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
 from gateway.kafka.supervisor import BrokerSupervisor
+from gateway.observe import Observer
 from gateway.push.manager import PushManager
 from gateway.schemas import SchemaCache
 from gateway.security import iam
@@ -113,6 +114,7 @@ class Gateway:
         self.push: PushManager
         self.access: AccessService
         self.schemas: SchemaService
+        self.observe: Observer
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
@@ -138,7 +140,8 @@ class Gateway:
         await asyncio.to_thread(check_connection, config)
 
         admin = Admin(config, s.replication_factor)
-        producer = Producer(config)
+        observe = self.observe = Observer(s)  # metrics, health (docs/metrics.md, docs/health.md)
+        producer = Producer(config, observe.kafka.config())
         await stack.enter_async_context(producer)
         resource_topic = names.internal_topic(s.internal_prefix, "resources")
         store = ResourceStore(admin, producer, config, resource_topic, s.replication_factor)
@@ -154,7 +157,11 @@ class Gateway:
         await delivery.start()
         stack.push_async_callback(delivery.stop)
 
-        server = grpc.aio.server(options=grpc_options(s), maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs)
+        server = grpc.aio.server(
+            options=grpc_options(s),
+            maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs,
+            interceptors=observe.interceptors,
+        )
         snapshots = SnapshotService(store, admin, producer, config, s.max_snapshots_per_project)
         janitor = Janitor(
             store,
@@ -174,12 +181,16 @@ class Gateway:
         await push.start_keys()
         peer_tokens = PeerTokens(push.keys.keys)
         self.access = AccessService(store, await asyncio.to_thread(_project_policies, s))
-        guard = CallGuard(self.access, await self._authenticator(), peer_tokens)
+        authenticator = await self._authenticator()
+        guard = CallGuard(self.access, authenticator, peer_tokens)
         publisher = grpc_api.Publisher(guard, topics, subs, snapshots)
         subscriber = grpc_api.Subscriber(guard, subs, delivery, snapshots, SchemaMarks(store))
         iam_policy = grpc_api.IamPolicy(guard, self.access)
         schema_servicer = grpc_schemas.Schemas(guard, schemas)
         grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)
+        stack.push_async_callback(observe.stop)
+        services = (publisher.SERVICE, subscriber.SERVICE, iam_policy.SERVICE, schema_servicer.SERVICE)
+        await observe.start_health(server, admin, resource_topic, services)
         shared: SharedPort | None = None
         if s.shares_port:
             shared = await self._shared_port(server, tls)
@@ -211,6 +222,15 @@ class Gateway:
             body_timeout=s.http_body_timeout_seconds,
         )
         push.add_routes(app)  # the key set of push tokens, on the REST port
+        observe.add_routes(
+            app,
+            admin=admin,
+            store=store,
+            delivery=delivery,
+            topics=topics,
+            windows=push.windows,
+            authenticator=authenticator,
+        )
         rest_server = await stack.enter_async_context(
             rest.RestServer(
                 app,
@@ -236,6 +256,8 @@ class Gateway:
         stack.push_async_callback(push.stop)
         await push.start(self.rest_port)
         stack.callback(delivery.close_streams)  # first on the way out: streams end UNAVAILABLE
+        stack.push_async_callback(observe.stop)  # ... after turning not ready
+        await observe.serving()
 
     async def _authenticator(self) -> Authenticator | None:
         """The authenticator of callers, or None when authentication is off (warned about
