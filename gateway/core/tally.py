@@ -148,10 +148,12 @@ class TopicTally:
         self.requests += 1
         self.messages += len(messages)
         n = 0
-        for m in messages:
+        for m in messages:  # plain loops: a generator per message cost twice as much
             n += len(m.data) + len(m.ordering_key)
-            if m.attributes:
-                n += sum(len(k) + len(v) for k, v in m.attributes.items())
+            attributes = m.attributes
+            if attributes:
+                for k, v in attributes.items():
+                    n += len(k) + len(v)
         self.bytes += n
 
 

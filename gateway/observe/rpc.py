@@ -68,6 +68,7 @@ class Interceptor(grpc.aio.ServerInterceptor):
 
     def __init__(self, metrics: RpcMetrics) -> None:
         self._metrics = metrics
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}  # method -> (its handler, wrapped)
 
     async def intercept_service(
         self,
@@ -78,7 +79,10 @@ class Interceptor(grpc.aio.ServerInterceptor):
         if handler is None:
             return handler  # an unknown method: grpc answers UNIMPLEMENTED itself
         method: str = handler_call_details.method  # type: ignore[attr-defined]
-        return self._wrap(handler, method)
+        cached = self._wrapped.get(method)
+        if cached is None or cached[0] is not handler:  # wrapped once per method, not per call
+            cached = self._wrapped[method] = (handler, self._wrap(handler, method))
+        return cached[1]
 
     def _wrap(self, handler: Handler, method: str) -> Handler:
         observe = self._metrics.observe
