@@ -26,7 +26,7 @@ ACK_LATENCY_BOUNDS_MS: tuple[int, ...] = (
 )  # fmt: skip
 # Delivery times kept for ack latency: past this many outstanding per subscription, new
 # deliveries are not timed (their acks count, but add nothing to the latency histogram).
-MAX_TIMED = 200_000
+MAX_TIMED = 100_000
 # A delivery not acked within this long is no longer timed (it expired, was nacked elsewhere, or
 # its partition moved): its entry is dropped when the table is pruned.
 TIMED_FOR_MS = 3_600_000
@@ -120,6 +120,14 @@ class Tally:
 
     def on_expired(self, n: int) -> None:
         self.expired += n
+
+    def on_dead_lettered(self, refs: Iterable[tuple[int, int]]) -> None:
+        sent = self.sent_ms
+        n = 0
+        for ref in refs:
+            n += 1
+            sent.pop(ref, None)
+        self.dead_lettered += n
 
     def on_pushed(self, ok: bool, detail: str, refused: bool) -> None:
         self.push[push_class(ok, detail, refused)] += 1

@@ -40,7 +40,8 @@ def test_acks_are_counted_and_timed_from_their_delivery() -> None:
     t.on_acked([(0, 1), (1, 7)], now_ms=1_004)  # 4 ms: the 5 ms bucket
     t.on_acked([(0, 99)], now_ms=2_000)  # never delivered here (another process): counted, not timed
     t.on_nacked([(0, 2)])
-    assert (t.delivered, t.acked, t.nacked) == (3, 3, 1)
+    t.on_dead_lettered([(5, 5)])
+    assert (t.delivered, t.acked, t.nacked, t.dead_lettered) == (3, 3, 1, 1)
     assert t.ack_latency_buckets[0] == 2 and sum(t.ack_latency_buckets) == 2
     assert t.ack_latency_sum_ms == 8
     assert t.sent_ms == {}  # acks and nacks forget their deliveries
