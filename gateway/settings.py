@@ -131,11 +131,17 @@ def _at_least(low: float, flag: str, value: object, kind: Callable[[str], Any] =
     return number
 
 
-def _log_format(value: object) -> str:
+def _choice(flag: str, choices: tuple[str, ...], value: object) -> str:
     text = str(value).strip().lower()
-    if text not in ("text", "json"):
-        raise SettingsError(f"--log-format must be text or json, got {str(value)[:40]!r}")
+    if text not in choices:
+        raise SettingsError(
+            f"{flag} must be {', '.join(choices[:-1])} or {choices[-1]}, got {str(value)[:40]!r}"
+        )
     return text
+
+
+def _log_format(value: object) -> str:
+    return _choice("--log-format", ("text", "json"), value)
 
 
 _DESTINATIONS_ERROR = "--push-destinations must be any or public, got {!r}"
@@ -340,6 +346,12 @@ class Settings:
         "how often the producer's librdkafka statistics (broker state, latency, queue) are "
         "taken for /metrics (default 15; 0: never)",
         convert=lambda value: _at_least(0, "--kafka-statistics-seconds", value, float),
+    )
+    tracing: str = setting(
+        "off",
+        "off (the default), otlp (OpenTelemetry spans of publish and delivery, exported where the "
+        "OTEL_EXPORTER_OTLP_* variables say; needs the tracing extra) or log (spans as log lines)",
+        convert=lambda value: _choice("--tracing", ("off", "otlp", "log"), value),
     )
     log_format: str = setting(
         "text",

@@ -8,7 +8,9 @@ paths that deliver and publish are the plain integers of gateway/core/tally.py.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import grpc
 from aiohttp import web
@@ -27,6 +29,9 @@ from gateway.security.authn import Authenticator
 from gateway.settings import Settings
 from gateway.wire import rest
 
+if TYPE_CHECKING:
+    from gateway.observe.tracing import Tracing
+
 METRICS_PATH = "/metrics"
 
 
@@ -40,7 +45,12 @@ class Observer:
         ProcessCollector(registry=self.registry)
         self.rpc = RpcMetrics(self.registry)
         self.kafka = ClientStats(settings.kafka_statistics_seconds)
-        self.interceptors: Sequence[grpc.aio.ServerInterceptor] = (Interceptor(self.rpc),)
+        self.tracing: Tracing | None = None
+        if settings.tracing != "off":  # opentelemetry is imported only then
+            from gateway.observe.tracing import Tracing
+
+            self.tracing = Tracing(settings.tracing)
+        self.interceptors: Sequence[grpc.aio.ServerInterceptor] = (Interceptor(self.rpc, self.tracing),)
         self.health: Health | None = None
         self._collector: GatewayCollector | None = None
         self._authenticator: Authenticator | None = None
@@ -71,7 +81,7 @@ class Observer:
         app.router.add_get(METRICS_PATH, self._metrics)
         if self.health is not None:
             self.health.add_routes(app)
-        wrap_rest_calls(app[rest.API_KEY].calls, self.rpc)
+        wrap_rest_calls(app[rest.API_KEY].calls, self.rpc, self.tracing)
 
     async def serving(self) -> None:
         if self.health is not None:
@@ -81,6 +91,9 @@ class Observer:
         """Not ready any more (idempotent)."""
         if self.health is not None:
             await self.health.stop()
+        tracing, self.tracing = self.tracing, None
+        if tracing is not None:  # flushes what is batched: may wait for the collector
+            await asyncio.to_thread(tracing.shutdown)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         if self._authenticator is not None:

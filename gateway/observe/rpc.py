@@ -10,15 +10,17 @@ stream's life).
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
 from prometheus_client import CollectorRegistry, Histogram
 
 from gateway.wire.rest import Aborted
 
+log = logging.getLogger(__name__)
 # From a fast Acknowledge (~1 ms) to a Pull waiting its full time and a stream's half hour.
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800)
 
@@ -63,11 +65,24 @@ if TYPE_CHECKING:  # generic in the stubs only
     Handler = grpc.RpcMethodHandler[Any, Any]
 
 
-class Interceptor(grpc.aio.ServerInterceptor):
-    """Wraps each method's handler so that its end is observed with its status."""
+class Spans(Protocol):
+    """What makes spans of calls (tracing.Tracing), when tracing is on."""
 
-    def __init__(self, metrics: RpcMetrics) -> None:
+    def unary(self, method: str, request: Any, response: Any, start_ns: int, code: str) -> None: ...
+
+    def streamed(self, method: str, subscription: str, response: Any, start_ns: int) -> None: ...
+
+
+STREAMING_PULL = "/google.pubsub.v1.Subscriber/StreamingPull"
+
+
+class Interceptor(grpc.aio.ServerInterceptor):
+    """Wraps each method's handler so that its end is observed with its status (and, with
+    `spans`, that spans are made of what it received and answered)."""
+
+    def __init__(self, metrics: RpcMetrics, spans: Spans | None = None) -> None:
         self._metrics = metrics
+        self._spans = spans
         self._wrapped: dict[str, tuple[Handler, Handler]] = {}  # method -> (its handler, wrapped)
 
     async def intercept_service(
@@ -99,7 +114,9 @@ class Interceptor(grpc.aio.ServerInterceptor):
             # A streaming handler is an async generator, or a coroutine writing with context.write.
             generator = inspect.isasyncgenfunction(behavior)
             wrapped = (
-                _timed_stream(behavior, method, observe) if generator else _timed(behavior, method, observe)
+                _timed_stream(behavior, method, observe, self._spans)
+                if generator
+                else _timed(behavior, method, observe, self._spans)
             )
             return make(  # type: ignore[no-any-return]
                 wrapped,
@@ -109,30 +126,53 @@ class Interceptor(grpc.aio.ServerInterceptor):
         return handler
 
 
-def _timed(behavior: Any, method: str, observe: Callable[[str, str, str, float], None]) -> Any:
+Observe = Callable[[str, str, str, float], None]
+
+
+def _timed(behavior: Any, method: str, observe: Observe, spans: Spans | None) -> Any:
     async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         start = time.perf_counter()
+        start_ns = time.time_ns() if spans is not None else 0
         error: BaseException | None = None
+        result = None
         try:
-            result = behavior(request, context)
-            if inspect.isawaitable(result):
-                result = await result
+            pending = behavior(request, context)
+            result = (await pending) if inspect.isawaitable(pending) else pending
             return result
         except BaseException as exc:
             error = exc
             raise
         finally:
-            observe("grpc", method, _code(context, error), time.perf_counter() - start)
+            code = _code(context, error)
+            observe("grpc", method, code, time.perf_counter() - start)
+            if spans is not None:
+                _span(spans, method, request, result, start_ns, code)
 
     return call
 
 
-def _timed_stream(behavior: Any, method: str, observe: Callable[[str, str, str, float], None]) -> Any:
+def _span(spans: Spans, method: str, request: Any, response: Any, start_ns: int, code: str) -> None:
+    try:
+        spans.unary(method, request, response, start_ns, code)
+    except Exception:
+        log.debug("no span for %s", method, exc_info=True)
+
+
+def _timed_stream(behavior: Any, method: str, observe: Observe, spans: Spans | None) -> Any:
     async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[Any]:
         start = time.perf_counter()
         error: BaseException | None = None
+        traced = spans is not None and method == STREAMING_PULL
+        subscription = [""]
+        if traced:
+            request = _first_subscription(request, subscription)
         try:
             async for response in behavior(request, context):
+                if traced:
+                    try:
+                        spans.streamed(method, subscription[0], response, time.time_ns())  # type: ignore[union-attr]
+                    except Exception:
+                        log.debug("no span for %s", method, exc_info=True)
                 yield response
         except BaseException as exc:
             error = exc
@@ -143,11 +183,19 @@ def _timed_stream(behavior: Any, method: str, observe: Callable[[str, str, str, 
     return call
 
 
-def wrap_rest_calls(calls: MutableMapping[str, Any], metrics: RpcMetrics) -> None:
+async def _first_subscription(requests: AsyncIterator[Any], into: list[str]) -> AsyncIterator[Any]:
+    """The requests of a stream, as they come; the first one's subscription noted in `into`."""
+    async for item in requests:
+        if not into[0]:
+            into[0] = str(getattr(item, "subscription", "") or "")
+        yield item
+
+
+def wrap_rest_calls(calls: MutableMapping[str, Any], metrics: RpcMetrics, spans: Spans | None = None) -> None:
     """Time the servicer methods REST calls (RestApi.calls, by route name). The method label
     is the gRPC one (/service/Method), so that both wires' calls of a method line up."""
     for name, call in list(calls.items()):
-        calls[name] = _timed_rest(call, _grpc_name(name, call), metrics.observe)
+        calls[name] = _timed_rest(call, _grpc_name(name, call), metrics.observe, spans)
 
 
 def _grpc_name(route: str, call: Any) -> str:
@@ -158,14 +206,15 @@ def _grpc_name(route: str, call: Any) -> str:
     return route
 
 
-def _timed_rest(call: Any, method: str, observe: Callable[[str, str, str, float], None]) -> Any:
+def _timed_rest(call: Any, method: str, observe: Observe, spans: Spans | None) -> Any:
     async def timed(request: Any, context: Any) -> Any:
         start = time.perf_counter()
+        start_ns = time.time_ns() if spans is not None else 0
         code = "UNKNOWN"
+        result = None
         try:
-            result = call(request, context)
-            if inspect.isawaitable(result):
-                result = await result
+            pending = call(request, context)
+            result = (await pending) if inspect.isawaitable(pending) else pending
             status = getattr(context, "code", None)
             code = "OK" if status is None else status.name
             return result
@@ -177,5 +226,7 @@ def _timed_rest(call: Any, method: str, observe: Callable[[str, str, str, float]
             raise
         finally:
             observe("rest", method, code, time.perf_counter() - start)
+            if spans is not None:
+                _span(spans, method, request, result, start_ns, code)
 
     return timed

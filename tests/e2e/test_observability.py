@@ -273,3 +273,33 @@ def test_not_ready_while_kafka_is_down(tmp_path: Path, log_dir: Path) -> None:
     finally:
         gw.kill()
         kafka.stop()
+
+
+def test_spans_of_publish_and_delivery_link_the_clients_trace(
+    start_gateway: GatewayFactory, names: Callable[[str], str]
+) -> None:
+    gw = start_gateway("--tracing", "log")
+    pub, sub, topic, subscription = topic_and_subscription(gw, names)
+    # What the official clients put in a message when their tracing is on.
+    trace_id = uuid.uuid4().hex
+    pub.publish(topic, b"traced", googclient_traceparent=f"00-{trace_id}-b7ad6b7169203331-01").result(
+        timeout=30
+    )
+    got = pull_until(sub, subscription, 1)
+    assert len(got) == 1
+    sub.acknowledge(subscription=subscription, ack_ids=[got[0].ack_id])
+
+    def spans() -> list[dict[str, object]]:
+        out = []
+        for line in gw.log_paths[-1].read_text().splitlines():
+            if "gateway.observe.tracing: {" in line:
+                out.append(json.loads(line.split("gateway.observe.tracing: ", 1)[1]))
+        return out
+
+    deadline = time.monotonic() + 15
+    while True:
+        linked = {str(s["span"]) for s in spans() if any(lk["trace_id"] == trace_id for lk in s["links"])}  # type: ignore[attr-defined]
+        if linked >= {f"publish {topic}", f"deliver {subscription}"} or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    assert linked == {f"publish {topic}", f"deliver {subscription}"}

@@ -336,3 +336,111 @@ def test_observability_settings() -> None:
     ):
         with pytest.raises(SettingsError):
             parse(argv)
+
+
+# -- tracing -------------------------------------------------------------------------------
+
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+PARENT = f"00-{TRACE_ID}-b7ad6b7169203331-01"
+
+
+def _recorded(mode: str = "log") -> tuple[Any, Any]:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from gateway.observe.tracing import Tracing
+
+    tracing = Tracing(mode)
+    memory = InMemorySpanExporter()
+    tracing.provider.add_span_processor(SimpleSpanProcessor(memory))
+    return tracing, memory
+
+
+def test_publish_and_delivery_spans_link_the_messages_contexts() -> None:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+    from gateway.observe.tracing import PUBLISH, PULL, STREAMING_PULL, context_of
+
+    assert context_of({"googclient_traceparent": "garbage"}) is None
+    assert context_of({}) is None
+    tracing, memory = _recorded()
+    request = pb.PublishRequest(
+        topic="projects/p/topics/t",
+        messages=[
+            pb.PubsubMessage(data=b"a", attributes={"googclient_traceparent": PARENT}),
+            pb.PubsubMessage(),
+        ],
+    )
+    tracing.unary(PUBLISH, request, pb.PublishResponse(message_ids=["1", "2"]), 1, "OK")
+    received = pb.ReceivedMessage(
+        message=pb.PubsubMessage(message_id="1", attributes={"googclient_traceparent": PARENT})
+    )
+    pulled = pb.PullResponse(received_messages=[received])
+    tracing.unary(PULL, pb.PullRequest(subscription="projects/p/subscriptions/s"), pulled, 1, "OK")
+    tracing.unary(PULL, pb.PullRequest(subscription="projects/p/subscriptions/s"), pb.PullResponse(), 1, "OK")
+    tracing.streamed(
+        STREAMING_PULL,
+        "projects/p/subscriptions/s",
+        pb.StreamingPullResponse(received_messages=[received]),
+        1,
+    )
+    tracing.unary(PUBLISH, request, None, 1, "NOT_FOUND")
+    tracing.unary("/google.pubsub.v1.Publisher/GetTopic", pb.GetTopicRequest(), pb.Topic(), 1, "OK")
+    spans = memory.get_finished_spans()
+    assert [s.name for s in spans] == [
+        "publish projects/p/topics/t",
+        "deliver projects/p/subscriptions/s",
+        "deliver projects/p/subscriptions/s",
+        "publish projects/p/topics/t",
+    ]  # an empty pull and other methods make none
+    first = spans[0]
+    assert first.attributes is not None and first.attributes["messaging.batch.message_count"] == 2
+    assert [f"{link.context.trace_id:032x}" for link in first.links] == [TRACE_ID]
+    assert first.links[0].attributes == {"messaging.message.id": "1"}
+    assert all(f"{s.links[0].context.trace_id:032x}" == TRACE_ID for s in spans)
+    assert spans[-1].status.status_code.name == "ERROR"
+    tracing.shutdown()
+
+
+async def test_streaming_pull_spans_know_the_stream_subscription() -> None:
+    import types
+
+    calls: list[tuple[str, str, Any]] = []
+
+    class Spans:
+        def unary(self, method: str, request: Any, response: Any, start_ns: int, code: str) -> None:
+            calls.append(("unary", method, response))
+
+        def streamed(self, method: str, subscription: str, response: Any, start_ns: int) -> None:
+            calls.append(("streamed", subscription, response))
+
+    async def pulls(requests: Any, context: Any) -> Any:
+        async for request in requests:
+            yield request.subscription.encode()
+
+    server = grpc.aio.server(interceptors=[rpc.Interceptor(rpc.RpcMetrics(CollectorRegistry()), Spans())])
+    handler = grpc.stream_stream_rpc_method_handler(
+        pulls, request_deserializer=lambda b: types.SimpleNamespace(subscription=b.decode())
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("google.pubsub.v1.Subscriber", {"StreamingPull": handler}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stream = channel.stream_stream("/google.pubsub.v1.Subscriber/StreamingPull")
+            got = [m async for m in stream(iter([b"projects/p/subscriptions/s", b""]), timeout=5)]
+    finally:
+        await server.stop(None)
+    assert got == [b"projects/p/subscriptions/s", b""]
+    assert calls == [
+        ("streamed", "projects/p/subscriptions/s", got[0]),
+        ("streamed", "projects/p/subscriptions/s", got[1]),
+    ]
+
+
+def test_tracing_setting() -> None:
+    assert parse([]).tracing == "off"
+    assert parse(["--tracing", "OTLP"]).tracing == "otlp"
+    with pytest.raises(SettingsError):
+        parse(["--tracing", "zipkin"])

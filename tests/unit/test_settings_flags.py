@@ -72,6 +72,7 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--metrics-max-topics", "PUBSUB_GATEWAY_METRICS_MAX_TOPICS", "20", 20),
     ("--metrics-open", "PUBSUB_GATEWAY_METRICS_OPEN", "true", True),
     ("--kafka-statistics-seconds", "PUBSUB_GATEWAY_KAFKA_STATISTICS_SECONDS", "0", 0.0),
+    ("--tracing", "PUBSUB_GATEWAY_TRACING", "log", "log"),
     ("--log-format", "PUBSUB_GATEWAY_LOG_FORMAT", " JSON ", "json"),
     ("--tls-cert-file", "PUBSUB_GATEWAY_TLS_CERT_FILE", "/etc/gw/cert.pem", Path("/etc/gw/cert.pem")),
     ("--tls-key-file", "PUBSUB_GATEWAY_TLS_KEY_FILE", "/etc/gw/key.pem", Path("/etc/gw/key.pem")),
