@@ -32,7 +32,7 @@ from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.producer import Producer
 from gateway.kafka.supervisor import BrokerSupervisor
-from gateway.observe import Observer
+from gateway.observe.observer import Observer
 from gateway.push.manager import PushManager
 from gateway.schemas import SchemaCache
 from gateway.security import iam
