@@ -303,3 +303,36 @@ def test_spans_of_publish_and_delivery_link_the_clients_trace(
             break
         time.sleep(0.25)
     assert linked == {f"publish {topic}", f"deliver {subscription}"}
+
+
+def test_push_outcomes_and_window(start_gateway: GatewayFactory, names: Callable[[str], str]) -> None:
+    from tests.e2e.test_push import Endpoint
+
+    statuses = iter([503, 404, 200])
+    with Endpoint(lambda _: (next(statuses, 200), 0.0)) as endpoint:
+        gw = start_gateway()
+        pub, _, topic, subscription = topic_and_subscription(
+            gw, names, push_config={"push_endpoint": endpoint.url()}
+        )
+        pub.publish(topic, b"pushed").result(timeout=30)
+        assert endpoint.wait(lambda rs: len(rs) >= 3, 30)
+
+        def outcome(cls: str) -> float | None:
+            return value(
+                samples,
+                "pubsub_subscription_push_request_count_total",
+                subscription=subscription,
+                response_class=cls,
+            )
+
+        samples = wait_for(
+            gw,
+            lambda m: value(m, "pubsub_subscription_ack_message_count_total", subscription=subscription) == 1,
+        )
+        assert (outcome("remote_server_5xx"), outcome("remote_server_4xx"), outcome("ack")) == (1, 1, 1)
+        assert outcome("unreachable") == outcome("deadline_exceeded") == outcome("invalid") == 0
+        assert value(samples, "pubsub_subscription_sent_message_count_total", subscription=subscription) == 3
+        assert value(samples, "pubsub_subscription_nack_requests_total", subscription=subscription) == 2
+        window = value(samples, "pubsub_gateway_push_window", subscription=subscription)
+        assert window is not None and window >= 1
+        assert value(samples, "pubsub_subscription_num_outstanding_messages", subscription=subscription) == 0
