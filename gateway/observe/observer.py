@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 
 import grpc
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 
 from gateway.core.delivery import DeliveryService
 from gateway.core.resources import ResourceStore
@@ -27,6 +33,9 @@ if TYPE_CHECKING:
     from gateway.observe.tracing import Tracing
 
 METRICS_PATH = "/metrics"
+# No `<histogram>_created` series beside each histogram: they double the series for a start time
+# process_start_time_seconds already tells (prometheus-client's switch is process-wide).
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
 class Observer:
