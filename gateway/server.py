@@ -140,7 +140,7 @@ class Gateway:
         await asyncio.to_thread(check_connection, config)
 
         admin = Admin(config, s.replication_factor)
-        observe = self.observe = Observer(s)  # metrics, health (docs/metrics.md, docs/health.md)
+        observe = self.observe = Observer(s)  # metrics, health, spans (docs/metrics.md)
         producer = Producer(config, observe.kafka.config())
         await stack.enter_async_context(producer)
         resource_topic = names.internal_topic(s.internal_prefix, "resources")
@@ -256,7 +256,7 @@ class Gateway:
         stack.push_async_callback(push.stop)
         await push.start(self.rest_port)
         stack.callback(delivery.close_streams)  # first on the way out: streams end UNAVAILABLE
-        stack.push_async_callback(observe.stop)  # ... after turning not ready
+        stack.push_async_callback(observe.stop)  # on the way out before even that: not ready
         await observe.serving()
 
     async def _authenticator(self) -> Authenticator | None:
