@@ -83,6 +83,10 @@ class DeliveryService:
         """The subscriptions this process serves now (the metrics read their state)."""
         return list(self._runners.values())
 
+    def open_streams(self) -> list[str]:
+        """The subscription of each StreamingPull session open here (push's own included)."""
+        return [session.res.name for session in self._streams]
+
     def connect_peers(self, address: str, transport: peers.Peers) -> None:
         self.address = address
         self._acks.connect_peers(address, transport)

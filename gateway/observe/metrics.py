@@ -91,6 +91,11 @@ class _Families:
             "Messages being pushed by this process: taken, not yet answered by the endpoint.",
             labels=sub,
         )
+        self.streams = GaugeMetricFamily(
+            "pubsub_subscription_open_streaming_pulls",
+            "StreamingPull streams open on this process (those push opens for itself included).",
+            labels=sub,
+        )
         self.push_window = GaugeMetricFamily(
             "pubsub_gateway_push_window",
             "The push window: pushes this process may have outstanding for the subscription.",
@@ -125,6 +130,12 @@ def _gauges(
         f.backlog_bytes.add_metric([label], size[label])
         f.leases.add_metric([label], leases[label])
         f.oldest.add_metric([label], max(0.0, (now - oldest[label]) / 1000) if label in oldest else 0.0)
+    streams: dict[str, int] = {}
+    for name in delivery.open_streams():
+        label = tallies.label(name)
+        streams[label] = streams.get(label, 0) + 1
+    for label, n in streams.items():
+        f.streams.add_metric([label], n)
     if windows is not None:
         outstanding: dict[str, int] = {}
         window: dict[str, int] = {}
@@ -308,7 +319,15 @@ class GatewayCollector(Collector):
         self._delivery.tallies.forget(lambda name: store.get("subscription", name))
         self._topics.forget(lambda name: store.get("topic", name))
         f = _gauges(self._delivery, store, self._ends, self.windows)
-        yield from (f.undelivered, f.backlog_bytes, f.oldest, f.leases, f.push_outstanding, f.push_window)
+        yield from (
+            f.undelivered,
+            f.backlog_bytes,
+            f.oldest,
+            f.leases,
+            f.streams,
+            f.push_outstanding,
+            f.push_window,
+        )
         yield from _subscription_counters(self._delivery.tallies)
         yield from _topic_counters(self._topics)
         yield from _kafka(self._kafka)

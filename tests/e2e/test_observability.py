@@ -154,6 +154,20 @@ def test_metrics_follow_publish_pull_ack_and_nack(
     assert value(samples, "pubsub_gateway_kafka_producer_queue_messages") is not None
     assert value(samples, "process_resident_memory_bytes") is not None
 
+    # An open StreamingPull stream of the official subscriber.
+    streaming = sub.subscribe(subscription, callback=lambda m: m.ack())
+    try:
+        samples = wait_for(
+            gw,
+            lambda m: (
+                value(m, "pubsub_subscription_open_streaming_pulls", subscription=subscription) is not None
+            ),
+        )
+        streams = value(samples, "pubsub_subscription_open_streaming_pulls", subscription=subscription)
+        assert streams is not None and streams >= 1
+    finally:
+        streaming.cancel()
+
 
 def test_a_dead_lettered_message_is_counted(
     start_gateway: GatewayFactory, names: Callable[[str], str]
