@@ -15,6 +15,7 @@ from gateway import admin_cli
 from gateway import settings as settings_mod
 from gateway.errors import GatewayError
 from gateway.kafka import local
+from gateway.observe import logs
 
 EXIT_CANNOT_START = 1  # Kafka lacks or refuses what the gateway needs: the message says what
 EXIT_BROKER_LOST = 3  # the embedded broker died and could not be restarted
@@ -66,11 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_mod.from_namespace(args)
     except settings_mod.SettingsError as exc:
         parser.error(str(exc))
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(settings.log_level, settings.log_format, sys.stderr)  # text, or JSON lines
     logging.getLogger("gateway").info("settings: %s", settings.masked())
     # A crash in native code (librdkafka, grpc) would otherwise end the process without a word:
     # print every thread's Python stack to the log first, so the report says what was running.

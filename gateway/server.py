@@ -36,6 +36,7 @@ from gateway.kafka.supervisor import BrokerSupervisor
 from gateway.legacy import events as legacy_events
 from gateway.legacy import servicers as legacy_servicers
 from gateway.legacy.service import LegacyService
+from gateway.observe.observer import Observer
 from gateway.push.manager import PushManager
 from gateway.schemas import SchemaCache
 from gateway.security import iam
@@ -118,6 +119,7 @@ class Gateway:
         self.access: AccessService
         self.schemas: SchemaService
         self.truncation: TruncationService  # the seed API's truncation (docs/truncation.md)
+        self.observe: Observer
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
@@ -143,7 +145,8 @@ class Gateway:
         await asyncio.to_thread(check_connection, config)
 
         admin = Admin(config, s.replication_factor)
-        producer = Producer(config)
+        observe = self.observe = Observer(s)  # metrics, health, spans (docs/metrics.md)
+        producer = Producer(config, observe.kafka.config())
         await stack.enter_async_context(producer)
         resource_topic = names.internal_topic(s.internal_prefix, "resources")
         store = ResourceStore(admin, producer, config, resource_topic, s.replication_factor)
@@ -159,7 +162,11 @@ class Gateway:
         await delivery.start()
         stack.push_async_callback(delivery.stop)
 
-        server = grpc.aio.server(options=grpc_options(s), maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs)
+        server = grpc.aio.server(
+            options=grpc_options(s),
+            maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs,
+            interceptors=observe.interceptors,
+        )
         snapshots = SnapshotService(store, admin, producer, config, s.max_snapshots_per_project)
         self.truncation = TruncationService(store, admin, snapshots)
         delivery.on_truncated = self.truncation.raise_event
@@ -189,7 +196,8 @@ class Gateway:
         await push.start_keys()
         peer_tokens = PeerTokens(push.keys.keys)
         self.access = AccessService(store, await asyncio.to_thread(_project_policies, s))
-        guard = CallGuard(self.access, await self._authenticator(), peer_tokens)
+        authenticator = await self._authenticator()
+        guard = CallGuard(self.access, authenticator, peer_tokens)
         publisher = grpc_api.Publisher(guard, topics, subs, snapshots)
         subscriber = grpc_api.Subscriber(guard, subs, delivery, snapshots, SchemaMarks(store))
         iam_policy = grpc_api.IamPolicy(guard, self.access)
@@ -197,6 +205,15 @@ class Gateway:
         grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)
         legacy = LegacyService(s, store, topics, subs, delivery)
         legacy_servicers.add_to_server(server, guard, legacy)
+        stack.push_async_callback(observe.stop)
+        services = (
+            publisher.SERVICE,
+            subscriber.SERVICE,
+            iam_policy.SERVICE,
+            schema_servicer.SERVICE,
+            *legacy_servicers.SERVICES,
+        )
+        await observe.start_health(server, admin, resource_topic, services)
         shared: SharedPort | None = None
         if s.shares_port:
             shared = await self._shared_port(server, tls)
@@ -228,6 +245,15 @@ class Gateway:
             body_timeout=s.http_body_timeout_seconds,
         )
         push.add_routes(app)  # the key set of push tokens, on the REST port
+        observe.add_routes(
+            app,
+            admin=admin,
+            store=store,
+            delivery=delivery,
+            topics=topics,
+            windows=push.windows,
+            authenticator=authenticator,
+        )
         rest_server = await stack.enter_async_context(
             rest.RestServer(
                 app,
@@ -253,6 +279,8 @@ class Gateway:
         stack.push_async_callback(push.stop)
         await push.start(self.rest_port)
         stack.callback(delivery.close_streams)  # first on the way out: streams end UNAVAILABLE
+        stack.push_async_callback(observe.stop)  # on the way out before even that: not ready
+        await observe.serving()
 
     async def _authenticator(self) -> Authenticator | None:
         """The authenticator of callers, or None when authentication is off (warned about

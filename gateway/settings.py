@@ -120,6 +120,30 @@ def _oidc_issuers(entries: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _at_least(low: float, flag: str, value: object, kind: Callable[[str], Any] = int) -> Any:
+    """A number no lower than `low` (a setting's convert= that checks its range itself)."""
+    try:
+        number = kind(str(value).strip())
+    except ValueError:
+        raise SettingsError(f"{flag} must be a number, got {str(value)[:40]!r}") from None
+    if number < low:
+        raise SettingsError(f"{flag} must be at least {low:g}, got {number}")
+    return number
+
+
+def _choice(flag: str, choices: tuple[str, ...], value: object) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise SettingsError(
+            f"{flag} must be {', '.join(choices[:-1])} or {choices[-1]}, got {str(value)[:40]!r}"
+        )
+    return text
+
+
+def _log_format(value: object) -> str:
+    return _choice("--log-format", ("text", "json"), value)
+
+
 _DESTINATIONS_ERROR = "--push-destinations must be any or public, got {!r}"
 
 
@@ -303,6 +327,41 @@ class Settings:
         1000,
         "on the shared port, connections that have not yet sent their first bytes; one more "
         "closes the oldest of them (default 1000)",
+    )
+    # Observability (docs/metrics.md, docs/health.md).
+    metrics_max_subscriptions: int = setting(
+        1000,
+        "subscriptions whose metrics carry their name; later ones are summed under "
+        'subscription="_other" (default 1000)',
+        convert=lambda value: _at_least(1, "--metrics-max-subscriptions", value),
+    )
+    metrics_max_topics: int = setting(
+        1000,
+        'topics whose metrics carry their name; later ones are summed under topic="_other" (default 1000)',
+        convert=lambda value: _at_least(1, "--metrics-max-topics", value),
+    )
+    metrics_open: bool = setting(
+        False,
+        "true: /metrics answers without a credential even when callers must authenticate "
+        "(health endpoints always do)",
+        convert=_switch,
+    )
+    kafka_statistics_seconds: float = setting(
+        15.0,
+        "how often the producer's librdkafka statistics (broker state, latency, queue) are "
+        "taken for /metrics (default 15; 0: never)",
+        convert=lambda value: _at_least(0, "--kafka-statistics-seconds", value, float),
+    )
+    tracing: str = setting(
+        "off",
+        "off (the default), otlp (OpenTelemetry spans of publish and delivery, exported where the "
+        "OTEL_EXPORTER_OTLP_* variables say; needs the tracing extra) or log (spans as log lines)",
+        convert=lambda value: _choice("--tracing", ("off", "otlp", "log"), value),
+    )
+    log_format: str = setting(
+        "text",
+        "text (the default) or json: one JSON object per line (time, level, logger, message, exception)",
+        convert=_log_format,
     )
     # Security (docs/security.md). Authentication is on when any auth_* setting is.
     tls_cert_file: Path | None = setting(

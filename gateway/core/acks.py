@@ -14,12 +14,13 @@ import asyncio
 import functools
 import itertools
 import logging
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Protocol
 
 from gateway.clock import now_ms
 from gateway.core import exactly_once, peers
 from gateway.core.resources import StoredSubscription
+from gateway.core.tally import Tally
 from gateway.errors import GatewayError, InvalidArgument
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -63,6 +64,7 @@ class LeaseOwner(Protocol):
     """The leases of the partitions this process owns (SubscriptionRunner)."""
 
     ready: asyncio.Event
+    tally: Tally
 
     def owns(self, p: int) -> bool: ...
 
@@ -156,6 +158,20 @@ def judge(
             else:
                 failures[ack_id] = exactly_once.INVALID
     return valid, failures
+
+
+def _count(
+    runner: LeaseOwner | None, valid: dict[int, list[Ref]], seconds: int | None, unwritten: Iterable[int]
+) -> None:
+    """Count the acks (seconds None) and nacks (0) the owner accepted and wrote, for /metrics."""
+    if runner is None or seconds not in (None, 0) or not valid:
+        return
+    skip = set(unwritten)
+    refs = ((p, r.offset) for p, rs in valid.items() if p not in skip for _, r in rs)
+    if seconds is None:
+        runner.tally.on_acked(refs, now_ms())
+    else:
+        runner.tally.on_nacked(refs)
 
 
 class AckPath:
@@ -264,6 +280,7 @@ class AckPath:
             ordered = seconds is None and res.proto.enable_message_ordering
             cmds = ordered_acks(runner, valid, epoch) if ordered else commands(valid, seconds, epoch)
             _, failed = await self._write(res, cmds, settles, early=True)
+            _count(runner, valid, seconds, failed.keys())
             if failed:
                 raise next(iter(failed.values()))
             if remote:
@@ -274,6 +291,7 @@ class AckPath:
         )
         for p in (late if seconds is None else set()) | failed.keys():
             failures |= dict.fromkeys((i for i, _ in valid[p]), exactly_once.NOT_WRITTEN)
+        _count(runner, valid, seconds, (late if seconds is None else set()) | failed.keys())
         if remote:
             failures |= await self._forward(res, remote, seconds, forwarded)
         if failures:

@@ -27,6 +27,7 @@ from gateway.core.resources import AnyResource, ResourceStore, StoredSubscriptio
 from gateway.core.runner import Delivery, SubscriptionRunner
 from gateway.core.streams import StreamSession
 from gateway.core.subscriptions import log_topic_spec
+from gateway.core.tally import Tallies, Tally
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -77,7 +78,17 @@ class DeliveryService:
         # Called when a runner's truncation policy dropped messages of a subscription (set by
         # server.py to TruncationService.raise_event: docs/truncation.md).
         self.on_truncated: Callable[[str], Awaitable[None]] | None = None
+        # Per subscription counts for /metrics (gateway/observe), capped in labelled names.
+        self.tallies = Tallies(Tally, settings.metrics_max_subscriptions)
         store.subscribe(self._on_resource_change)
+
+    def runners(self) -> list[SubscriptionRunner]:
+        """The subscriptions this process serves now (the metrics read their state)."""
+        return list(self._runners.values())
+
+    def open_streams(self) -> list[str]:
+        """The subscription of each StreamingPull session open here (push's own included)."""
+        return [session.res.name for session in self._streams]
 
     def connect_peers(self, address: str, transport: peers.Peers) -> None:
         self.address = address
@@ -144,6 +155,7 @@ class DeliveryService:
                 transactional_prefix=self._settings.internal_prefix,
                 on_truncated=self._truncated,
             )
+            runner.tally = self.tallies.of(res.name)
             await runner.start()
             self._runners[res.name] = runner
             return runner

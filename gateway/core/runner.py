@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gateway.clock import now_ms
 from gateway.core.acks import LogWriter
 from gateway.core.policies import Policies, dead_letter_headers
+from gateway.core.tally import Tally
 from gateway.errors import PermissionDenied
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.producer import Producer, TransactionalSender
@@ -96,6 +97,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._ends: tuple[float, dict[int, int]] = (0.0, {})
         self.writer = writer
         self.policies = policies or Policies()
+        self.tally = Tally()  # counts for /metrics: DeliveryService hands in its subscription's
         self._txn_prefix = transactional_prefix
         self._dead_letter_senders: dict[int, TransactionalSender] = {}
         self._key_of = _record_key if ordered else None
@@ -217,6 +219,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     def _apply_policies(self, state: PartitionState[Record]) -> None:
         state.backoff = self.policies.backoff
         state.max_attempts = self.policies.max_attempts
+        state.on_expired = lambda n: self.tally.on_expired(n)
 
     async def _install(self, p: int, state: PartitionState[Record], folded: set[bytes], log_end: int) -> None:
         self._apply_policies(state)
@@ -509,6 +512,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         """Make the leases durable, then name each delivery by its ack id (of those whose lease
         is: see record_leases)."""
         taken = await self.record_leases(taken, lease_until)
+        self.tally.on_delivered(taken, now_ms())
         tag = ackids.subscription_tag(res.name, res.meta.uid)
         counted = res.proto.HasField("dead_letter_policy")
         return [Delivery(ackids.encode(tag, p, o, g), r, g if counted else 0) for p, o, g, r in taken]
@@ -624,6 +628,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             ]
         )
         self.apply_local(p, ack, key, settles=True)
+        self.tally.on_dead_lettered((p, o) for o, _, _ in dead)
         log.info("%s: dead-lettered %d messages of partition %d", self.name, len(dead), p)
 
     # -- truncation policy (docs/truncation.md) ---------------------------------------------

@@ -20,6 +20,7 @@ from gateway.clock import to_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredTopic
+from gateway.core.tally import Tallies, TopicTally
 from gateway.core.topic_schemas import TopicSchemas
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin
@@ -59,6 +60,7 @@ class TopicService:
         self._producer = producer
         self._schemas = schemas
         self._undoing: set[asyncio.Task[None]] = set()
+        self.tallies = Tallies(TopicTally, settings.metrics_max_topics)  # publishes, for /metrics
 
     def get(self, name: str) -> StoredTopic:
         names.topic(name)
@@ -272,6 +274,7 @@ class TopicService:
         # Records without an ordering key go to any of the partitions the topic had when it
         # was made or adopted (one per call), away from any whose broker is gone.
         done = await self._producer.send(res.meta.kafka_topic, out, spread=res.meta.partitions)
+        self.tallies.of(name).on_published(messages)
         return [records.message_id(p, o) for p, o in done]
 
 

@@ -11,7 +11,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from confluent_kafka import (
@@ -288,6 +288,25 @@ class Admin:
 
     async def end_offsets(self, name: str, partitions: int) -> dict[int, int]:
         return await self._list_offsets(name, partitions, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+
+    async def latest_offsets(
+        self, partitions: Iterable[tuple[str, int]], patience: float
+    ) -> dict[tuple[str, int], int]:
+        """The end offset of each (topic, partition), in one ListOffsets call, no retry: those
+        Kafka did not answer within `patience` seconds are left out (the metrics' backlog)."""
+        request = {TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions}  # type: ignore[no-untyped-call]
+        if not request:
+            return {}
+        futures = self._client.list_offsets(request, request_timeout=patience)
+        waiting = {asyncio.wrap_future(fut): (tp.topic, tp.partition) for tp, fut in futures.items()}
+        done, pending = await asyncio.wait(waiting, timeout=patience)
+        for fut in pending:
+            fut.cancel()
+        return {
+            waiting[fut]: fut.result().offset
+            for fut in done
+            if not fut.cancelled() and fut.exception() is None
+        }
 
     async def offsets_for_time(self, name: str, partitions: int, ms: int) -> dict[int, int]:
         """Per partition, the first offset whose timestamp is >= ms (or the end)."""

@@ -20,6 +20,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import confluent_kafka
 
@@ -104,7 +105,11 @@ def _translate(
 class Producer:
     """Idempotent, acks=all producer shared by the whole process."""
 
-    def __init__(self, config: Mapping[str, str | int | bool]) -> None:
+    def __init__(
+        self, config: Mapping[str, str | int | bool], extra: Mapping[str, Any] | None = None
+    ) -> None:
+        """`extra`: more of librdkafka's configuration, callbacks too (kafka/stats.py's)."""
+        self._extra = dict(extra or {})
         self._config = client_config(
             config,
             {
@@ -129,7 +134,7 @@ class Producer:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._producer = confluent_kafka.Producer(self._config, logger=_rdkafka_log)
+        self._producer = confluent_kafka.Producer({**self._config, **self._extra}, logger=_rdkafka_log)
         self._running = True
         self._thread = threading.Thread(target=self._poll, name="kafka-producer-poll", daemon=True)
         self._thread.start()

@@ -62,6 +62,8 @@ class PartitionState(Generic[R]):
         self.backoff: Callable[[int], int] | None = None
         # Dead-letter policy: after this many deliveries a failed message is handed over.
         self.max_attempts: int | None = None
+        # Told how many leases each `expire` released (the metrics count them: core/tally.py).
+        self.on_expired: Callable[[int], None] | None = None
         self._start_over(watermark, epoch)
 
     def _start_over(self, watermark: int, epoch: int) -> None:
@@ -252,6 +254,8 @@ class PartitionState(Generic[R]):
             if self.leases.get(offset) == (gen, deadline) and offset not in self._provisional:
                 self._release(offset, now_ms)
                 n += 1
+        if n and self.on_expired is not None:
+            self.on_expired(n)
         return n
 
     def _promote(self, now_ms: int) -> None:

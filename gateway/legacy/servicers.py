@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 _V1_PUB, _V1_SUB = "/google.pubsub.v1.Publisher/", "/google.pubsub.v1.Subscriber/"
 PUBLISHER: ServiceDescriptor = lpb.DESCRIPTOR.services_by_name["PublisherService"]
 SUBSCRIBER: ServiceDescriptor = lpb.DESCRIPTOR.services_by_name["SubscriberService"]
+# Their full names, for the gRPC health service's per-service status (gateway/observe).
+SERVICES = (PUBLISHER.full_name, SUBSCRIBER.full_name)
 S = TypeVar("S", bound="_Servicer")
 M = TypeVar("M", bound=Message)
 R = TypeVar("R")

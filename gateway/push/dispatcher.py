@@ -327,7 +327,13 @@ class Dispatcher:
         if self._has_room():
             self._changed.set()
 
+    @property
+    def in_flight(self) -> int:
+        """Pushes taken and not finished: queued or being sent."""
+        return self._count
+
     def _judge(self, d: Delivery, outcome: sender.Outcome, taken_at: float, now: float) -> None:
+        self._delivery.tallies.of(self.name).on_pushed(outcome.ok, outcome.detail, outcome.refused)
         if outcome.ok:
             self.window.on_success()
             self.backoff.on_success()

@@ -94,6 +94,11 @@ class PushManager:
         """Serve the OpenID configuration and key set of push tokens from `app`."""
         jwks.add_routes(app, self.keys.keys, lambda: self.signer.issuer)
 
+    def windows(self) -> list[tuple[str, int, int]]:
+        """(subscription, push window, pushes outstanding) of each push subscription this
+        process pushes: what /metrics reports of push."""
+        return [(name, d.window.limit, d.in_flight) for name, d in self._dispatchers.items()]
+
     async def start_keys(self) -> None:
         """Load (or make) the signing keys: before the gateway serves, since the marks of
         forwarded acks are signed with them too (security/peer.py)."""

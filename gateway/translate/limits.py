@@ -38,6 +38,12 @@ class OutgoingMessage:
     numeric: tuple[str, ...] = ()
 
 
+# The official clients with OpenTelemetry tracing on send each message's W3C trace context under
+# these keys, and the service takes them despite the `goog` prefix (other googclient_ keys, e.g.
+# googclient_x-cloud-trace-context, it refuses): gateway/observe/tracing.py links spans to them.
+TRACE_CONTEXT_KEYS = frozenset({"googclient_traceparent", "googclient_tracestate"})
+
+
 def check_publish(messages: Sequence[OutgoingMessage]) -> None:
     if not messages:
         raise InvalidArgument("A publish request must contain at least one message (messages).")
@@ -74,7 +80,7 @@ def check_publish(messages: Sequence[OutgoingMessage]) -> None:
                     f"Value of attribute {key!r} of message {i} is {vb} bytes; at most "
                     f"{MAX_ATTRIBUTE_VALUE_BYTES} are allowed (messages[{i}].attributes)."
                 )
-            if key.startswith("goog"):
+            if key.startswith("goog") and key not in TRACE_CONTEXT_KEYS:
                 raise InvalidArgument(
                     f"Attribute key {key!r} of message {i} is reserved: keys must not start "
                     f"with 'goog' (messages[{i}].attributes)."

@@ -93,7 +93,7 @@ def test_attribute_value_1024_bytes_passes() -> None:
     limits.check_publish([msg(attributes={"k": "v" * 1024, "j": "€" * 341 + "a"})])
 
 
-@pytest.mark.parametrize("key", ["goog", "googclient_x", "google"])
+@pytest.mark.parametrize("key", ["goog", "googclient_x", "google", "googclient_x-cloud-trace-context"])
 def test_reserved_attribute_key(key: str) -> None:
     rejects([msg(attributes={key: "v"})], repr(key), "goog", "messages[0].attributes")
 
@@ -101,6 +101,11 @@ def test_reserved_attribute_key(key: str) -> None:
 @pytest.mark.parametrize("key", ["Goog", "xgoog", "go", "goo"])
 def test_attribute_keys_merely_like_goog_pass(key: str) -> None:
     limits.check_publish([msg(attributes={key: "v"})])
+
+
+def test_the_trace_context_of_the_official_clients_passes() -> None:
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    limits.check_publish([msg(attributes={"googclient_traceparent": parent, "googclient_tracestate": "k=v"})])
 
 
 def test_ordering_key_too_long() -> None:

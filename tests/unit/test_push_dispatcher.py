@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from gateway.core.tally import Tallies, Tally
 from gateway.errors import Unavailable
 from gateway.push import dispatcher as dispatcher_mod
 from gateway.push.auth import TokenSigner
@@ -82,6 +83,7 @@ class FakeCore:
         self.sessions: list[FakeSession] = []
         self.wake = asyncio.Event()
         self.changed = asyncio.Event()  # an ack, a nack, or a push began
+        self.tallies = Tallies(Tally, 1000)  # push outcomes, for /metrics
 
     def delivery(self, mid: str) -> FakeDelivery:
         self.attempts[mid] = self.attempts.get(mid, 0) + 1

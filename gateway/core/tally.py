@@ -1,0 +1,209 @@
+"""What the metrics count as it happens: per subscription and per topic, in this process.
+
+The counts that cannot be read off the delivery state when /metrics is scraped (how many
+messages were delivered, acked, nacked, expired, dead-lettered; how long acks took; push
+outcomes; what was published) are kept here as plain integers, the cheapest thing a hot path can
+add to. gateway/observe reads them when scraped. A `Tally` outlives the runner that counts into
+it (runners stop when idle and start again), so counters only ever grow while the process lives.
+
+Cardinality is bounded: the first `cap` subscriptions (and topics) counted by this process get a
+tally of their own, labelled with their name; every later one shares one tally labelled
+`OTHER`. A subscription or topic that is deleted gives its place back (`forget`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from typing import Generic, TypeVar
+
+from gateway.translate.limits import OutgoingMessage
+
+OTHER = "_other"
+# Ack latency buckets, in milliseconds (upper bounds); Cloud Monitoring's ack_latencies is in ms too.
+ACK_LATENCY_BOUNDS_MS: tuple[int, ...] = (
+    5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 600_000,
+)  # fmt: skip
+# Delivery times kept for ack latency: past this many outstanding per subscription, new
+# deliveries are not timed (their acks count, but add nothing to the latency histogram).
+MAX_TIMED = 100_000
+# A delivery not acked within this long is no longer timed (it expired, was nacked elsewhere, or
+# its partition moved): its entry is dropped when the table is pruned.
+TIMED_FOR_MS = 3_600_000
+
+# Push outcomes, as Cloud Monitoring's push_request_count labels them (response_class).
+PUSH_CLASSES = (
+    "ack",
+    "deadline_exceeded",
+    "invalid",
+    "remote_server_4xx",
+    "remote_server_5xx",
+    "unreachable",
+)
+
+
+def push_class(ok: bool, detail: str, refused: bool) -> str:
+    """The response_class of one push: its outcome as gateway/push/sender.py describes it
+    ("HTTP 503", "timeout", "ClientConnectorError: ...", or refused by the destination policy)."""
+    if ok:
+        return "ack"
+    if refused:
+        return "invalid"
+    if detail.startswith("HTTP "):
+        return "remote_server_4xx" if detail[5:6] == "4" else "remote_server_5xx"
+    if detail == "timeout":
+        return "deadline_exceeded"
+    return "unreachable"
+
+
+class Tally:
+    """One subscription's counts in this process. Only the event loop touches it."""
+
+    __slots__ = (
+        "ack_latency_buckets",
+        "ack_latency_sum_ms",
+        "acked",
+        "dead_lettered",
+        "delivered",
+        "expired",
+        "nacked",
+        "push",
+        "sent_ms",
+    )
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.acked = 0
+        self.nacked = 0
+        self.expired = 0
+        self.dead_lettered = 0
+        # Ack latency: a count per bucket of ACK_LATENCY_BOUNDS_MS (and one past the last).
+        self.ack_latency_buckets = [0] * (len(ACK_LATENCY_BOUNDS_MS) + 1)
+        self.ack_latency_sum_ms = 0
+        self.push = dict.fromkeys(PUSH_CLASSES, 0)
+        self.sent_ms: dict[tuple[int, int], int] = {}  # (partition, offset) -> delivered at
+
+    def on_delivered(self, taken: Sequence[tuple[int, int, int, object]], now_ms: int) -> None:
+        """Messages handed to a client: (partition, offset, generation, record) each."""
+        self.delivered += len(taken)
+        sent = self.sent_ms
+        if len(sent) >= MAX_TIMED:
+            self.prune(now_ms)
+            if len(sent) >= MAX_TIMED:
+                return
+        for p, o, _, _ in taken:
+            sent[p, o] = now_ms
+
+    def on_acked(self, refs: Iterable[tuple[int, int]], now_ms: int) -> None:
+        """Acks the owner accepted, (partition, offset) each: counted, and timed when their
+        delivery was."""
+        sent = self.sent_ms
+        buckets = self.ack_latency_buckets
+        n = total = 0
+        for ref in refs:
+            n += 1
+            at = sent.pop(ref, None)
+            if at is not None:
+                ms = now_ms - at
+                total += ms
+                buckets[bisect.bisect_left(ACK_LATENCY_BOUNDS_MS, ms)] += 1
+        self.acked += n
+        self.ack_latency_sum_ms += total
+
+    def on_nacked(self, refs: Iterable[tuple[int, int]]) -> None:
+        sent = self.sent_ms
+        n = 0
+        for ref in refs:
+            n += 1
+            sent.pop(ref, None)
+        self.nacked += n
+
+    def on_expired(self, n: int) -> None:
+        self.expired += n
+
+    def on_dead_lettered(self, refs: Iterable[tuple[int, int]]) -> None:
+        sent = self.sent_ms
+        n = 0
+        for ref in refs:
+            n += 1
+            sent.pop(ref, None)
+        self.dead_lettered += n
+
+    def on_pushed(self, ok: bool, detail: str, refused: bool) -> None:
+        self.push[push_class(ok, detail, refused)] += 1
+
+    def prune(self, now_ms: int) -> None:
+        """Forget delivery times older than TIMED_FOR_MS."""
+        limit = now_ms - TIMED_FOR_MS
+        stale = [ref for ref, at in self.sent_ms.items() if at < limit]
+        for ref in stale:
+            del self.sent_ms[ref]
+
+
+class TopicTally:
+    """One topic's publishes in this process."""
+
+    __slots__ = ("bytes", "messages", "requests")
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.messages = 0
+        self.bytes = 0
+
+    def on_published(self, messages: Sequence[OutgoingMessage]) -> None:
+        """A publish Kafka confirmed. Bytes as Pub/Sub sizes a message: its data, its
+        attributes' names and values, and its ordering key."""
+        self.requests += 1
+        self.messages += len(messages)
+        n = 0
+        for m in messages:  # plain loops: a generator per message cost twice as much
+            n += len(m.data) + len(m.ordering_key)
+            attributes = m.attributes
+            if attributes:
+                for k, v in attributes.items():
+                    n += len(k) + len(v)
+        self.bytes += n
+
+
+T = TypeVar("T")
+
+
+class Tallies(Generic[T]):
+    """The tallies of one kind (subscriptions or topics), at most `cap` labelled by name."""
+
+    def __init__(self, kind: Callable[[], T], cap: int) -> None:
+        self._kind = kind
+        self.cap = cap
+        self._named: dict[str, T] = {}
+        self.other: T = kind()  # of every name past the cap
+        self._unnamed: set[str] = set()  # names counted into `other`
+
+    def of(self, name: str) -> T:
+        tally = self._named.get(name)
+        if tally is not None:
+            return tally
+        if len(self._named) < self.cap:
+            made = self._named[name] = self._kind()
+            return made
+        self._unnamed.add(name)
+        return self.other
+
+    def label(self, name: str) -> str:
+        """The label `name`'s series carry: its own name, or OTHER past the cap."""
+        if name in self._named:
+            return name
+        return name if len(self._named) < self.cap and name not in self._unnamed else OTHER
+
+    def items(self) -> list[tuple[str, T]]:
+        """(label, tally) of every labelled name, and OTHER's if any name was counted there."""
+        out = list(self._named.items())
+        if self._unnamed:
+            out.append((OTHER, self.other))
+        return out
+
+    def forget(self, exists: Callable[[str], object]) -> None:
+        """Drop the tallies of names that no longer exist (deleted): their places are free
+        again. Counts folded into OTHER stay there."""
+        for name in [n for n in self._named if not exists(n)]:
+            del self._named[name]
+        self._unnamed = {n for n in self._unnamed if exists(n)}
