@@ -195,7 +195,7 @@ class Gateway:
         iam_policy = grpc_api.IamPolicy(guard, self.access)
         schema_servicer = grpc_schemas.Schemas(guard, schemas)
         grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)
-        legacy = LegacyService(s, store, topics, subs, delivery)
+        legacy = LegacyService(s, store, topics, subs, delivery, self.truncation)
         legacy_servicers.add_to_server(server, guard, legacy)
         shared: SharedPort | None = None
         if s.shares_port:
