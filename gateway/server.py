@@ -184,6 +184,7 @@ class Gateway:
             producer,
             config,
             message_event=legacy_events.push_events(s.legacy_project),
+            truncation=self.truncation,
         )
         stack.push_async_callback(push.keys.stop)
         await push.start_keys()
