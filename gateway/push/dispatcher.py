@@ -294,7 +294,11 @@ class Dispatcher:
         turn = self.rate.reserve(taken)
         if turn > 0:
             await asyncio.sleep(turn)
-        outcome = await events.push(taken + self.deadline - loop.time())
+        try:
+            outcome = await events.push(taken + self.deadline - loop.time())
+        except Exception as exc:  # as a message's push that raised: a failure, pushed again
+            log.exception("%s: pushing the truncation event failed", self.name)
+            outcome = sender.Outcome(False, f"{type(exc).__name__}: {exc}")
         self._judge(outcome, taken, loop.time())
         try:
             await events.settle(ack_id, outcome.ok)
