@@ -191,6 +191,7 @@ class Gateway:
             producer,
             config,
             message_event=legacy_events.push_events(s.legacy_project),
+            truncation=self.truncation,
         )
         stack.push_async_callback(push.keys.stop)
         await push.start_keys()
@@ -203,7 +204,7 @@ class Gateway:
         iam_policy = grpc_api.IamPolicy(guard, self.access)
         schema_servicer = grpc_schemas.Schemas(guard, schemas)
         grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)
-        legacy = LegacyService(s, store, topics, subs, delivery)
+        legacy = LegacyService(s, store, topics, subs, delivery, self.truncation)
         legacy_servicers.add_to_server(server, guard, legacy)
         stack.push_async_callback(observe.stop)
         services = (

@@ -151,10 +151,17 @@ class SubscriptionService:
         return self._store.require("subscription", name)
 
     async def create(
-        self, request: pubsub_pb2.Subscription, *, legacy_query: str = "", legacy_push_endpoint: str = ""
+        self,
+        request: pubsub_pb2.Subscription,
+        *,
+        legacy_query: str = "",
+        legacy_push_endpoint: str = "",
+        legacy_truncate_max_bytes: int = 0,
+        legacy_truncate_max_age_seconds: int = 0,
     ) -> pubsub_pb2.Subscription:
         """Create the subscription `request` describes. The early API (gateway/legacy) passes
-        the settings v1 has no field for, stored in the same record as the rest."""
+        the settings v1 has no field for (its query, push endpoint and truncation policy),
+        stored in the same record as the rest."""
         name = names.subscription(request.name)
         names.topic(request.topic)
         unsupported.check_subscription(request)
@@ -209,6 +216,8 @@ class SubscriptionService:
             detached=sub.detached,  # created detached: never delivers, as DetachSubscription makes it
             legacy_query=legacy_query,
             legacy_push_endpoint=legacy_push_endpoint,
+            legacy_truncate_max_bytes=legacy_truncate_max_bytes,
+            legacy_truncate_max_age_seconds=legacy_truncate_max_age_seconds,
         )
         res = Resource(name, sub, meta, op=uuid.uuid4().hex)
         self._store.check_size(res)

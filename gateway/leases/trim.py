@@ -63,11 +63,12 @@ def by_age(parts: Mapping[int, PartitionView], oldest_ms: int) -> dict[int, list
 
 
 def estimate(parts: Mapping[int, PartitionView]) -> int:
-    """The backlog's bytes: held records exactly, unfetched ones at the held average."""
+    """The backlog's bytes: held records exactly, unfetched ones at the held average (rounded
+    up, so that what by_bytes leaves is at most max_bytes at that average)."""
     held_bytes = sum(size for view in parts.values() for _, _, size in view.held)
     count = sum(len(view.held) for view in parts.values())
     unfetched = sum(view.unfetched for view in parts.values())
-    return held_bytes + (held_bytes * unfetched // count if count else 0)
+    return held_bytes + (-(-held_bytes * unfetched // count) if count else 0)
 
 
 def by_bytes(parts: Mapping[int, PartitionView], max_bytes: int) -> dict[int, list[int]]:

@@ -23,6 +23,12 @@ def message_event(subscription: str, message: MessageView) -> pubsub_pb2.PubsubE
     return event
 
 
+def truncated_event(subscription: str) -> pubsub_pb2.PubsubEvent:
+    """The event telling a subscriber that part of the subscription's messages were dropped
+    (TruncateSubscription or the truncation policy: docs/truncation.md)."""
+    return pubsub_pb2.PubsubEvent(subscription=subscription, truncated=True)
+
+
 def deleted_event(subscription: str) -> pubsub_pb2.PubsubEvent:
     """The event a push endpoint gets when its subscription is deleted."""
     return pubsub_pb2.PubsubEvent(subscription=subscription, deleted=True)

@@ -3,8 +3,10 @@
 Every call goes to the same TopicService, SubscriptionService and DeliveryService as v1's, so
 topics, subscriptions, leases and acks are shared. What the early API has and v1 lacks lives
 here: the label query over listed resources, DeleteTopic deleting its subscriptions,
-subscription names assigned when none is given, and the settings stored in the subscription's
-record (its query as given, its gRPC push endpoint). docs/legacy-api.md.
+subscription names assigned when none is given, the settings stored in the subscription's
+record (its query as given, its gRPC push endpoint, its truncation policy), and truncation
+events delivered before messages (the core's TruncationService: docs/truncation.md).
+docs/legacy-api.md.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from gateway.core.resources import ResourceStore, StoredSubscription, StoredTopi
 from gateway.core.runner import Delivery
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topics import TopicService
-from gateway.errors import AckIdsFailed, InvalidArgument, NotFound, Unavailable, Unimplemented
+from gateway.core.truncation import TruncationService, split_ack_ids
+from gateway.errors import AckIdsFailed, InvalidArgument, NotFound, Unavailable
 from gateway.legacy import labels, query
 from gateway.legacy.names import LegacyNames, assigned_subscription, push_endpoint
 from gateway.settings import Settings
@@ -36,10 +39,6 @@ TOPIC_LABEL = "pubsub.topic"
 DEFAULT_MAX_EVENTS = 100
 MAX_EVENTS = 1000
 MAX_DURATION_SECONDS = 315_576_000_000  # google.protobuf.Duration's range (10,000 years)
-TRUNCATION = (
-    "Truncation (truncation_policy, TruncateSubscription) is not implemented by this gateway yet "
-    "(docs/legacy-api.md)."
-)
 
 
 class LegacyService:
@@ -50,12 +49,14 @@ class LegacyService:
         topics: TopicService,
         subscriptions: SubscriptionService,
         delivery: DeliveryService,
+        truncation: TruncationService,
     ) -> None:
         self._settings = settings
         self._store = store
         self._topics = topics
         self._subs = subscriptions
         self._delivery = delivery
+        self._truncation = truncation
         self.names = LegacyNames(settings.legacy_project)
 
     # -- topics ----------------------------------------------------------------------------
@@ -112,8 +113,7 @@ class LegacyService:
         return assigned_subscription(self.names.topic(request.topic))
 
     async def create_subscription(self, name: str, request: lpb.Subscription) -> StoredSubscription:
-        if request.HasField("truncation_policy"):
-            raise Unimplemented(TRUNCATION)
+        max_bytes, max_age = truncation_policy(request)
         topic = self.names.topic(request.topic)
         sub = v1.Subscription(name=name, topic=topic, ack_deadline_seconds=request.ack_deadline_seconds)
         if request.query:
@@ -132,7 +132,13 @@ class LegacyService:
             )
         else:
             sub.expiration_policy.SetInParent()  # kept until deleted
-        await self._subs.create(sub, legacy_query=request.query, legacy_push_endpoint=endpoint)
+        await self._subs.create(
+            sub,
+            legacy_query=request.query,
+            legacy_push_endpoint=endpoint,
+            legacy_truncate_max_bytes=max_bytes,
+            legacy_truncate_max_age_seconds=max_age,
+        )
         return self._subs.get(name)
 
     def get_subscription(self, name: str) -> StoredSubscription:
@@ -151,6 +157,10 @@ class LegacyService:
             out.query = res.meta.legacy_query
         if res.meta.legacy_push_endpoint:
             out.push_config.push_endpoint = res.meta.legacy_push_endpoint
+        if res.meta.legacy_truncate_max_bytes:
+            out.truncation_policy.max_bytes = res.meta.legacy_truncate_max_bytes
+        elif res.meta.legacy_truncate_max_age_seconds:
+            out.truncation_policy.max_age_seconds = res.meta.legacy_truncate_max_age_seconds
         policy = res.proto.expiration_policy
         if res.proto.HasField("expiration_policy") and policy.HasField("ttl"):
             out.garbage_collect_seconds = to_ms(policy.ttl) // 1000
@@ -189,6 +199,20 @@ class LegacyService:
         meta = dataclasses.replace(res.meta, legacy_push_endpoint=endpoint)
         await self._store.update(dataclasses.replace(res, meta=meta))
 
+    # -- truncation (docs/truncation.md) -----------------------------------------------------
+
+    async def truncate(self, name: str) -> None:
+        """Drop the pending backlog; the subscriber gets one truncation event before what is
+        published afterwards."""
+        self._delivery.record_activity(name)  # presence, for garbage_collect_seconds
+        await self._truncation.truncate(name)
+
+    def take_event(self, name: str) -> str | None:
+        """The ack id of the pending truncation event, leased to this caller for the
+        subscription's ack deadline; None when there is none to deliver now."""
+        res = self._subs.get(name)
+        return self._truncation.take_event(name, res.proto.ack_deadline_seconds)
+
     # -- delivery ---------------------------------------------------------------------------
 
     async def pull(self, name: str, max_events: int, wait_seconds: float) -> list[Delivery]:
@@ -198,16 +222,42 @@ class LegacyService:
 
     async def acknowledge(self, name: str, ack_ids: Sequence[str]) -> None:
         """Acks of ids that are not (or no longer) leased succeed, as the early API says, also on
-        a subscription with exactly-once delivery (made through v1)."""
+        a subscription with exactly-once delivery (made through v1). Truncation events' ids go
+        to the TruncationService (a stale one succeeds), the others to v1's Acknowledge."""
+        await self._settle(name, ack_ids, None)
+
+    async def modify_ack_deadline(self, name: str, ack_ids: Sequence[str], seconds: int) -> None:
+        """ModifyAckDeadline, and Nack (0), of messages' and truncation events' ids."""
+        await self._settle(name, ack_ids, seconds)
+
+    async def _settle(self, name: str, ack_ids: Sequence[str], seconds: int | None) -> None:
+        events, messages = split_ack_ids(ack_ids)
+        if events:  # every event id is checked before any is settled
+            self._delivery.record_activity(name)
+            await self._truncation.settle(name, events, seconds)
+        if not messages:
+            return
         try:
-            await self._delivery.acknowledge(name, ack_ids)
+            if seconds is None:
+                await self._delivery.acknowledge(name, messages)
+            else:
+                await self._delivery.modify_ack_deadline(name, messages, seconds)
         except AckIdsFailed as err:
             if any(reason.startswith("TRANSIENT_") for reason in err.failures.values()):
                 raise Unavailable(err.message) from err
 
-    async def modify_ack_deadline(self, name: str, ack_ids: Sequence[str], seconds: int) -> None:
-        try:
-            await self._delivery.modify_ack_deadline(name, ack_ids, seconds)
-        except AckIdsFailed as err:
-            if any(reason.startswith("TRANSIENT_") for reason in err.failures.values()):
-                raise Unavailable(err.message) from err
+
+def truncation_policy(request: lpb.Subscription) -> tuple[int, int]:
+    """(max_bytes, max_age_seconds) of the request's TruncationPolicy, 0 when not set (stored as
+    `legacy_truncate_max_bytes` / `legacy_truncate_max_age_seconds`). A value <= 0, or a policy
+    that sets neither, is INVALID_ARGUMENT."""
+    if not request.HasField("truncation_policy"):
+        return 0, 0
+    policy = request.truncation_policy
+    which = policy.WhichOneof("policy")
+    if which is None:
+        raise InvalidArgument("truncation_policy sets neither max_bytes nor max_age_seconds.")
+    value = getattr(policy, which)
+    if value <= 0:
+        raise InvalidArgument(f"Invalid truncation_policy.{which}: {value}; it must be positive.")
+    return (value, 0) if which == "max_bytes" else (0, value)

@@ -22,9 +22,9 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2 as v1
 from gateway._pb.proto2 import empty_pb2
 from gateway._pb.tech.pubsub import pubsub_pb2 as lpb
 from gateway.core.runner import Delivery
-from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, Unavailable, Unimplemented
-from gateway.legacy.events import message_event
-from gateway.legacy.service import TRUNCATION, LegacyService
+from gateway.errors import FailedPrecondition, GatewayError, InvalidArgument, Unavailable
+from gateway.legacy.events import message_event, truncated_event
+from gateway.legacy.service import DEFAULT_MAX_EVENTS, MAX_EVENTS, LegacyService
 from gateway.translate import records
 from gateway.wire.access import CallGuard, Context
 from gateway.wire.grpc_api import PULL_DEADLINE_MARGIN, Undecodable, abort, decoded, register
@@ -182,7 +182,8 @@ class LegacySubscriber(_Servicer):
     ) -> empty_pb2.Empty:
         name = self._names.subscription(request.subscription)
         await self._admit(_V1_SUB + "Seek", v1.SeekRequest(subscription=name), context)
-        raise Unimplemented(TRUNCATION)
+        await self._service.truncate(name)
+        return empty_pb2.Empty()
 
     @_served
     async def ModifyPushConfig(
@@ -197,14 +198,30 @@ class LegacySubscriber(_Servicer):
 
     async def _pull(
         self, subscription: str, return_immediately: bool, max_events: int, context: Context
-    ) -> tuple[str, list[Delivery]]:
+    ) -> list[lpb.PullResponse]:
+        """A pending truncation event first (docs/truncation.md), then up to `max_events` (<= 0:
+        the default) messages less the event. When nothing came, an event raised meanwhile (the
+        truncation policy dropped what was waited for) is delivered after all."""
         name = self._names.subscription(subscription)
         await self._admit(_V1_SUB + "Pull", v1.PullRequest(subscription=name), context)
+        shown = self._names.show(name, subscription)
+        out = self._event(name, shown)
+        max_events = min(max_events, MAX_EVENTS) if max_events > 0 else DEFAULT_MAX_EVENTS
+        if max_events <= len(out):
+            return out
         remaining = context.time_remaining()
         wait = 0.0 if return_immediately else 3600.0
         if remaining is not None:
             wait = min(wait, max(0.0, remaining - PULL_DEADLINE_MARGIN))
-        return name, await self._service.pull(name, max_events, wait)
+        got = await self._service.pull(name, max_events - len(out), wait)
+        out += [self._response(shown, d) for d in got]
+        return out or self._event(name, shown)
+
+    def _event(self, name: str, shown: str) -> list[lpb.PullResponse]:
+        ack_id = self._service.take_event(name)
+        return (
+            [] if ack_id is None else [lpb.PullResponse(ack_id=ack_id, pubsub_event=truncated_event(shown))]
+        )
 
     def _response(self, shown: str, d: Delivery) -> lpb.PullResponse:
         return lpb.PullResponse(
@@ -213,22 +230,22 @@ class LegacySubscriber(_Servicer):
 
     @_served
     async def Pull(self, request: lpb.PullRequest, context: Context) -> lpb.PullResponse:
-        """One message. Nothing at once with return_immediately: FAILED_PRECONDITION; nothing
-        within the gateway's pull wait (--pull-max-wait-seconds): UNAVAILABLE, pull again."""
-        name, got = await self._pull(request.subscription, request.return_immediately, 1, context)
+        """One event: a truncation event, else a message. Nothing at once with
+        return_immediately: FAILED_PRECONDITION; nothing within the gateway's pull wait
+        (--pull-max-wait-seconds): UNAVAILABLE, pull again."""
+        got = await self._pull(request.subscription, request.return_immediately, 1, context)
         if not got:
+            shown = self._names.show(self._names.subscription(request.subscription))
             if request.return_immediately:
-                raise FailedPrecondition(f"No message is available in {self._names.show(name)} now.")
-            raise Unavailable(f"No message arrived in {self._names.show(name)} in time; pull again.")
-        return self._response(self._names.show(name, request.subscription), got[0])
+                raise FailedPrecondition(f"No message is available in {shown} now.")
+            raise Unavailable(f"No message arrived in {shown} in time; pull again.")
+        return got[0]
 
     @_served
     async def PullBatch(self, request: lpb.PullBatchRequest, context: Context) -> lpb.PullBatchResponse:
-        name, got = await self._pull(
-            request.subscription, request.return_immediately, request.max_events, context
-        )
-        shown = self._names.show(name, request.subscription)
-        return lpb.PullBatchResponse(pull_responses=[self._response(shown, d) for d in got])
+        """A truncation event first, if one is pending, then messages: `max_events` in all."""
+        got = await self._pull(request.subscription, request.return_immediately, request.max_events, context)
+        return lpb.PullBatchResponse(pull_responses=got)
 
     @_served
     async def ModifyAckDeadline(

@@ -22,6 +22,13 @@ Outcomes: success acks (and grows the window and the rate); a failure nacks, hal
 and backs off; `aborted` (gRPC ABORTED) only nacks; `push_back` (gRPC UNAVAILABLE) nacks and
 halves the push rate (window.PushRate).
 
+Truncation events of the seed's early API (gRPC push only: a dispatcher given `events`,
+grpc_push.TruncationEvents) go before further messages: before each batch it asks for the
+subscription's pending event, pushes it by itself and waits for the answer, judged as a message's
+push (window, backoff, push rate); OK acks the event, any other answer nacks it, so it is taken
+and pushed again, after the backoff if the answer was a failure. A newly raised event ends the
+session's wait for messages (`update`), so an idle subscription gets it at once.
+
 With message ordering, a key's messages are pushed one at a time, in order: the next waits until
 the endpoint has acknowledged the one before. When a push fails, the messages of its key taken
 after it are nacked unsent: the subscription redelivers them after the failed one, in order.
@@ -34,7 +41,7 @@ import collections
 import contextlib
 import logging
 from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.errors import GatewayError
 from gateway.push import sender
@@ -60,6 +67,19 @@ REFUSAL_LOG_SECONDS = 60.0  # at most one warning per subscription this often fo
 Taken = tuple["Delivery", int, float]  # a delivery, its session number, when it was taken
 
 
+class Events(Protocol):
+    """The truncation events of one subscription, for its dispatcher (grpc_push.TruncationEvents)."""
+
+    def take(self, deadline_s: int) -> str | None:
+        """The ack id of the pending event, leased for `deadline_s` seconds; None: nothing to push."""
+
+    async def push(self, time_left: float) -> sender.Outcome:
+        """Push the event, giving up after `time_left` seconds."""
+
+    async def settle(self, ack_id: str, ok: bool) -> None:
+        """Ack the event (ok) or nack it, to be taken again."""
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -68,8 +88,11 @@ class Dispatcher:
         pusher: Pusher,
         max_window: int,
         max_senders: int,
+        events: Events | None = None,
     ) -> None:
         self.name = res.name
+        self._events = events
+        self._event_seen = 0  # the latest truncation event whose raising update() has seen
         self.uid: str = res.meta.uid
         self._delivery = delivery
         self.pusher = pusher
@@ -109,6 +132,9 @@ class Dispatcher:
         self.pusher.update(res)
         self.deadline = int(res.proto.ack_deadline_seconds) or DEFAULT_DEADLINE
         self._ordered = res.proto.enable_message_ordering
+        if self._events is not None and res.meta.truncation_pending > self._event_seen:
+            self._event_seen = res.meta.truncation_pending
+            self._interrupt()  # a new truncation event: pushed before the session's next batch
         self._changed.set()
 
     def limit(self) -> int:
@@ -191,6 +217,8 @@ class Dispatcher:
                     return
                 if session.deadline_seconds != self.deadline:
                     session.set_deadline(self.deadline)
+                if self._events is not None and await self._push_event(self._events):
+                    continue  # the window, backoff and a newer event are looked at again
                 out = await self._next(session, batches)
                 if out is None:
                     return
@@ -252,6 +280,32 @@ class Dispatcher:
 
     # -- pushes ----------------------------------------------------------------------------
 
+    async def _push_event(self, events: Events) -> bool:
+        """Push the pending truncation event, if there is one to push now, and wait for the
+        answer. Whether one was pushed."""
+        try:
+            ack_id = events.take(self.deadline)
+        except GatewayError:  # the subscription went: the session ends too
+            return False
+        if ack_id is None:
+            return False
+        loop = asyncio.get_running_loop()
+        taken = loop.time()
+        turn = self.rate.reserve(taken)
+        if turn > 0:
+            await asyncio.sleep(turn)
+        try:
+            outcome = await events.push(taken + self.deadline - loop.time())
+        except Exception as exc:  # as a message's push that raised: a failure, pushed again
+            log.exception("%s: pushing the truncation event failed", self.name)
+            outcome = sender.Outcome(False, f"{type(exc).__name__}: {exc}")
+        self._judge(outcome, taken, loop.time())
+        try:
+            await events.settle(ack_id, outcome.ok)
+        except GatewayError as exc:  # not acked: pushed again
+            log.info("%s: settling the truncation event failed: %s", self.name, exc.message)
+        return True
+
     def _launch(self, d: Delivery, number: int, received: float) -> None:
         self._outstanding[number] += 1
         self._count += 1
@@ -286,8 +340,9 @@ class Dispatcher:
                 outcome = await self.pusher.push(d, received + self.deadline - sent)
                 # Judged by when the message was taken, not when a sender got to it: a batch taken
                 # together is one round trip, whose failures count once (as before it queued).
-                self._judge(d, outcome, received, loop.time())
+                self._judge(outcome, received, loop.time())
                 ok = outcome.ok
+                (self._settler.ack if ok else self._settler.nack)(d.ack_id)
             except asyncio.CancelledError:
                 self._settler.nack(d.ack_id)
                 raise
@@ -332,23 +387,22 @@ class Dispatcher:
         """Pushes taken and not finished: queued or being sent."""
         return self._count
 
-    def _judge(self, d: Delivery, outcome: sender.Outcome, taken_at: float, now: float) -> None:
+    def _judge(self, outcome: sender.Outcome, taken_at: float, now: float) -> None:
+        """What a push's outcome does to the window, the backoff and the push rate (the caller
+        acks on success and nacks otherwise)."""
         self._delivery.tallies.of(self.name).on_pushed(outcome.ok, outcome.detail, outcome.refused)
         if outcome.ok:
             self.window.on_success()
             self.backoff.on_success()
             self.rate.on_success()
-            self._settler.ack(d.ack_id)
             if self._failures:
                 log.info("%s: push endpoint answers again after %d failures", self.name, self._failures)
                 self._failures = 0
             return
         if outcome.aborted:  # the endpoint declined this message, not the load: retried later
-            self._settler.nack(d.ack_id)
             return
         if outcome.push_back:
             self.rate.on_push_back(taken_at, now)
-            self._settler.nack(d.ack_id)
             self._interrupt()  # the session reopens within the capped window
             self._push_backs += 1
             # At most one warning a minute: an endpoint at its capacity pushes back every few
@@ -368,7 +422,6 @@ class Dispatcher:
             return
         self.window.on_failure(taken_at, now)
         self.backoff.on_failure(taken_at, now)
-        self._settler.nack(d.ack_id)
         self._interrupt()
         self._failures += 1
         if outcome.refused:

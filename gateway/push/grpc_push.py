@@ -14,6 +14,11 @@ message's ack deadline. The answer is judged by `outcome_of`:
   the connection failed is such a failure, not a push-back: a call is only made on a channel
   that is connected, and grpc's own transport errors are recognised by their details.
 
+The subscription's truncation events (core/truncation.py, docs/truncation.md) are pushed too,
+before further messages: `TruncationEvents` gives the dispatcher the pending event, sends it as
+`PubsubEvent{subscription, truncated: true}` and acks (OK) or nacks it, judged as a message's
+answer.
+
 `GrpcPushClient` keeps one grpc.aio channel per endpoint for the whole process, plaintext (the
 seed's endpoints are plain `host:port`). It resolves names itself (every RESOLVE_SECONDS) and
 checks every address against the push destination policy (`--push-destinations`,
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
     from gateway.core.resources import StoredSubscription
     from gateway.core.runner import Delivery
     from gateway.core.topic_schemas import SchemaMarks
+    from gateway.core.truncation import TruncationService
 
 log = logging.getLogger(__name__)
 
@@ -260,6 +266,14 @@ class GrpcPusher:
             self._marks.apply(message.attributes)
         return await self._client.call(self.address, self._event(self.name, message), time_left)
 
+    async def push_truncated(self, time_left: float) -> Outcome:
+        """Push the subscription's truncation event (its ack id stays with the gateway)."""
+        if not self.address:
+            return Outcome(False, "push delivery is paused")
+        event = self._event(self.name, _EMPTY_VIEW)  # the name spelled as the messages' events
+        event.truncated = True  # clears the oneof's (empty) message
+        return await self._client.call(self.address, event, time_left)
+
     async def send_deleted(self, time_left: float = DELETED_TIMEOUT) -> Outcome:
         """Tell the endpoint the subscription was deleted: one try, `time_left` seconds at most."""
         # Made by the same converter as the messages' events, so that its subscription name is
@@ -267,3 +281,22 @@ class GrpcPusher:
         event = self._event(self.name, _EMPTY_VIEW)
         event.deleted = True
         return await self._client.call(self.address, event, time_left)
+
+
+class TruncationEvents:
+    """The truncation events of one gRPC push subscription, for its Dispatcher
+    (dispatcher.Events): taken and settled through the core's TruncationService, pushed by the
+    subscription's GrpcPusher."""
+
+    def __init__(self, truncation: TruncationService, pusher: GrpcPusher) -> None:
+        self._truncation = truncation
+        self._pusher = pusher
+
+    def take(self, deadline_s: int) -> str | None:
+        return self._truncation.take_event(self._pusher.name, deadline_s)
+
+    async def push(self, time_left: float) -> Outcome:
+        return await self._pusher.push_truncated(time_left)
+
+    async def settle(self, ack_id: str, ok: bool) -> None:
+        await self._truncation.settle(self._pusher.name, [ack_id], None if ok else 0)

@@ -10,8 +10,10 @@ Two flavours: a subscription whose meta has `legacy_push_endpoint` (the seed's e
 pushed over gRPC (grpc_push.py), one with a v1 `push_config.push_endpoint` over HTTP
 (http_push.py). gRPC push needs the legacy API's converter of messages to PubsubEvents, which
 the PushManager is given as `message_event`; without it such subscriptions are not pushed (their
-messages stay in the subscription). When a gRPC push subscription is deleted, the process
-serving its partition 0 sends the endpoint one `deleted` event.
+messages stay in the subscription). gRPC push also delivers the subscription's truncation events,
+before further messages, when the PushManager is given the core's `truncation` service
+(grpc_push.TruncationEvents). When a gRPC push subscription is deleted, the process serving its
+partition 0 sends the endpoint one `deleted` event.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from gateway.push.keystore import KeyStore
 if TYPE_CHECKING:
     from gateway.core.delivery import DeliveryService
     from gateway.core.resources import AnyResource, ResourceStore, StoredSubscription
+    from gateway.core.truncation import TruncationService
     from gateway.kafka.admin import Admin
     from gateway.kafka.producer import Producer
     from gateway.settings import Settings
@@ -65,11 +68,14 @@ class PushManager:
         producer: Producer,
         kafka_config: dict[str, Any],
         message_event: grpc_push.MessageEvent | None = None,
+        truncation: TruncationService | None = None,
     ) -> None:
         """`message_event` makes the PubsubEvent of a message for gRPC push: the legacy API's
-        gateway.legacy.events.message_event (None: gRPC push subscriptions are not pushed)."""
+        gateway.legacy.events.message_event (None: gRPC push subscriptions are not pushed).
+        `truncation`: the truncation events gRPC push delivers (None: none are pushed)."""
         self._settings = settings
         self.message_event = message_event
+        self._truncation = truncation
         self._store = store
         self._delivery = delivery
         self._marks = SchemaMarks(store)
@@ -154,12 +160,17 @@ class PushManager:
         if current is not None:
             current.update(wanted)
             return
+        pusher = self._pusher(wanted)
+        events = None
+        if self._truncation is not None and isinstance(pusher, grpc_push.GrpcPusher):
+            events = grpc_push.TruncationEvents(self._truncation, pusher)
         dispatcher = Dispatcher(
             wanted,
             self._delivery,
-            self._pusher(wanted),
+            pusher,
             self._settings.push_max_outstanding,
             self._settings.push_max_connections,
+            events,
         )
         self._dispatchers[name] = dispatcher
         dispatcher.start()

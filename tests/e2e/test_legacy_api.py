@@ -355,25 +355,196 @@ def test_subscription_admin(gw: GatewayProcess, stubs: Stubs, uid: Callable[[str
         assert code_of(call) == grpc.StatusCode.NOT_FOUND
 
 
-def test_truncation_is_refused_and_changes_nothing(stubs: Stubs, uid: Callable[[str], str]) -> None:
-    _, sub = stubs
-    topic, name = topic_and_sub(stubs, uid)
-    policy = lpb.Subscription.TruncationPolicy(max_bytes=1000)
-    refused = uid("trunc")
-    assert (
-        code_of(
-            lambda: sub.CreateSubscription(
-                lpb.Subscription(name=refused, topic=topic, truncation_policy=policy)
-            )
+def is_truncation(r: lpb.PullResponse) -> bool:
+    return r.pubsub_event.WhichOneof("type") == "truncated"
+
+
+def pull_until(
+    sub: lgrpc.SubscriberServiceStub,
+    name: str,
+    done: Callable[[list[lpb.PullResponse]], bool],
+    seconds: float = 30,
+) -> list[lpb.PullResponse]:
+    """PullBatch (acking messages, not events) until `done(everything pulled)`."""
+    got: list[lpb.PullResponse] = []
+    deadline = time.monotonic() + seconds
+    while not done(got):
+        assert time.monotonic() < deadline, [r.pubsub_event for r in got]
+        batch = list(
+            sub.PullBatch(lpb.PullBatchRequest(subscription=name, max_events=100), timeout=10).pull_responses
         )
-        == grpc.StatusCode.UNIMPLEMENTED
+        got += batch
+        acks = [r.ack_id for r in batch if not is_truncation(r)]
+        if acks:
+            sub.Acknowledge(lpb.AcknowledgeRequest(subscription=name, ack_id=acks))
+    return got
+
+
+def data_of(got: list[lpb.PullResponse]) -> list[bytes]:
+    return [r.pubsub_event.message.data for r in got if not is_truncation(r)]
+
+
+def test_truncate_drops_the_backlog_and_delivers_one_event(
+    gw: GatewayProcess, stubs: Stubs, uid: Callable[[str], str]
+) -> None:
+    pub, sub = stubs
+    _, v1_sub = clients(gw)
+    topic, name = topic_and_sub(stubs, uid)
+    pub.PublishBatch(
+        lpb.PublishBatchRequest(topic=topic, messages=[msg(f"old{i}".encode()) for i in range(5)])
     )
-    assert code_of(lambda: sub.GetSubscription(lpb.GetSubscriptionRequest(subscription=refused))) == (
-        grpc.StatusCode.NOT_FOUND
+    leased = pull_one(sub, name)  # the runner holds the backlog; one of it is leased out
+    assert leased.pubsub_event.message.data.startswith(b"old")
+    assert sub.TruncateSubscription(lpb.TruncateSubscriptionRequest(subscription=name)) == empty_pb2.Empty()
+    event = sub.Pull(lpb.PullRequest(subscription=name, return_immediately=True), timeout=10)
+    assert is_truncation(event) and event.pubsub_event.subscription == name
+    assert not event.pubsub_event.HasField("message")
+    # Leased to us: no second copy while its deadline runs.
+    again = sub.PullBatch(lpb.PullBatchRequest(subscription=name, return_immediately=True), timeout=10)
+    assert not any(is_truncation(r) for r in again.pull_responses)
+    # v1 knows no events: the id is none of its ack ids.
+    with pytest.raises(gexc.InvalidArgument):
+        v1_sub.acknowledge(subscription=v1_name("subscriptions", name), ack_ids=[event.ack_id])
+    sub.Acknowledge(lpb.AcknowledgeRequest(subscription=name, ack_id=[event.ack_id]))
+    pub.PublishBatch(lpb.PublishBatchRequest(topic=topic, messages=[msg(b"new0"), msg(b"new1")]))
+    got = pull_until(sub, name, lambda got: {b"new0", b"new1"} <= set(data_of(got)))
+    assert sorted(data_of(got)) == [b"new0", b"new1"]  # nothing of the backlog, no second event
+    assert not any(is_truncation(r) for r in got)
+    # Acks of the event again and of the message leased before the truncation: stale, fine.
+    sub.Acknowledge(lpb.AcknowledgeRequest(subscription=name, ack_id=[event.ack_id, leased.ack_id]))
+    sub.Nack(lpb.NackRequest(subscription=name, ack_id=[event.ack_id]))
+    assert code_of(lambda: sub.Pull(lpb.PullRequest(subscription=name, return_immediately=True))) == (
+        grpc.StatusCode.FAILED_PRECONDITION
     )
-    assert code_of(lambda: sub.TruncateSubscription(lpb.TruncateSubscriptionRequest(subscription=name))) == (
-        grpc.StatusCode.UNIMPLEMENTED
+    assert (
+        code_of(lambda: sub.Acknowledge(lpb.AcknowledgeRequest(subscription=name, ack_id=["trunc:zz"])))
+        == grpc.StatusCode.INVALID_ARGUMENT
     )
+    missing = uid("none")
+    assert (
+        code_of(lambda: sub.TruncateSubscription(lpb.TruncateSubscriptionRequest(subscription=missing)))
+        == grpc.StatusCode.NOT_FOUND
+    )
+
+
+def test_pull_batch_puts_the_event_first_and_nacks_redeliver_it(
+    stubs: Stubs, uid: Callable[[str], str]
+) -> None:
+    pub, sub = stubs
+    topic, name = topic_and_sub(stubs, uid)
+    pub.PublishBatch(lpb.PublishBatchRequest(topic=topic, messages=[msg(b"old")]))
+    sub.TruncateSubscription(lpb.TruncateSubscriptionRequest(subscription=name))
+    pub.PublishBatch(
+        lpb.PublishBatchRequest(topic=topic, messages=[msg(f"new{i}".encode()) for i in range(3)])
+    )
+    first = list(
+        sub.PullBatch(lpb.PullBatchRequest(subscription=name, max_events=10), timeout=10).pull_responses
+    )
+    assert first and is_truncation(first[0])
+    assert not any(is_truncation(r) for r in first[1:])
+    messages = [r.ack_id for r in first[1:]]
+    # A Nack of the event (with a message's id) gives it back at once, first again.
+    sub.Nack(lpb.NackRequest(subscription=name, ack_id=[first[0].ack_id, *messages]))
+    only = sub.PullBatch(lpb.PullBatchRequest(subscription=name, max_events=1), timeout=10).pull_responses
+    assert len(only) == 1 and is_truncation(only[0])
+    # So does a deadline of 0; a longer one keeps it leased.
+    sub.ModifyAckDeadline(
+        lpb.ModifyAckDeadlineRequest(subscription=name, ack_id=only[0].ack_id, ack_deadline_seconds=0)
+    )
+    third = sub.Pull(lpb.PullRequest(subscription=name, return_immediately=True), timeout=10)
+    assert is_truncation(third)
+    sub.ModifyAckDeadline(
+        lpb.ModifyAckDeadlineRequest(subscription=name, ack_id=third.ack_id, ack_deadline_seconds=60)
+    )
+    got = pull_until(sub, name, lambda got: {b"new0", b"new1", b"new2"} <= set(data_of(got)))
+    assert not any(is_truncation(r) for r in got) and b"old" not in data_of(got)
+    sub.Acknowledge(lpb.AcknowledgeRequest(subscription=name, ack_id=[third.ack_id]))
+    sub.Nack(lpb.NackRequest(subscription=name, ack_id=[third.ack_id]))  # acked: the nack changes nothing
+    after = sub.PullBatch(lpb.PullBatchRequest(subscription=name, return_immediately=True), timeout=10)
+    assert list(after.pull_responses) == []
+
+
+def test_truncation_policy_is_validated_stored_and_shown(stubs: Stubs, uid: Callable[[str], str]) -> None:
+    _, sub = stubs
+    topic = uid("top")
+    stubs[0].CreateTopic(lpb.Topic(name=topic))
+    policy = lpb.Subscription.TruncationPolicy
+    by_bytes, by_age = uid("bytes"), uid("age")
+    made = sub.CreateSubscription(
+        lpb.Subscription(name=by_bytes, topic=topic, truncation_policy=policy(max_bytes=1000))
+    )
+    assert (
+        made.truncation_policy.WhichOneof("policy") == "max_bytes"
+        and made.truncation_policy.max_bytes == 1000
+    )
+    sub.CreateSubscription(
+        lpb.Subscription(name=by_age, topic=topic, truncation_policy=policy(max_age_seconds=60))
+    )
+    got = sub.GetSubscription(lpb.GetSubscriptionRequest(subscription=by_age))
+    assert got.truncation_policy.WhichOneof("policy") == "max_age_seconds"
+    assert got.truncation_policy.max_age_seconds == 60
+    listed = sub.ListSubscriptions(lpb.ListSubscriptionsRequest(query=f'pubsub.topic = "{topic}"'))
+    assert {s.name: s.truncation_policy.max_bytes for s in listed.subscription} == {by_bytes: 1000, by_age: 0}
+    plain = uid("plain")
+    sub.CreateSubscription(lpb.Subscription(name=plain, topic=topic))
+    assert not sub.GetSubscription(lpb.GetSubscriptionRequest(subscription=plain)).HasField(
+        "truncation_policy"
+    )
+    for bad in (policy(max_bytes=0), policy(max_bytes=-5), policy(max_age_seconds=0), policy()):
+        refused = uid("bad")
+        assert (
+            code_of(
+                lambda b=bad, r=refused: sub.CreateSubscription(
+                    lpb.Subscription(name=r, topic=topic, truncation_policy=b)
+                )
+            )
+            == grpc.StatusCode.INVALID_ARGUMENT
+        ), bad
+        assert code_of(lambda r=refused: sub.GetSubscription(lpb.GetSubscriptionRequest(subscription=r))) == (
+            grpc.StatusCode.NOT_FOUND
+        )
+
+
+def test_max_age_seconds_drops_old_messages_with_an_event(stubs: Stubs, uid: Callable[[str], str]) -> None:
+    pub, sub = stubs
+    age = 3
+    topic, name = topic_and_sub(
+        stubs, uid, truncation_policy=lpb.Subscription.TruncationPolicy(max_age_seconds=age)
+    )
+    pub.PublishBatch(
+        lpb.PublishBatchRequest(topic=topic, messages=[msg(f"old{i}".encode()) for i in range(3)])
+    )
+    time.sleep(age + 0.5)  # what is tested is the passing of time
+    got = pull_until(sub, name, lambda got: any(is_truncation(r) for r in got), seconds=20)
+    assert data_of(got) == []  # too old when fetched: dropped, never delivered
+    events = [r for r in got if is_truncation(r)]
+    assert len(events) == 1
+    sub.Acknowledge(lpb.AcknowledgeRequest(subscription=name, ack_id=[events[0].ack_id]))
+    pub.Publish(lpb.PublishRequest(topic=topic, message=msg(b"fresh")))
+    r = pull_one(sub, name, timeout=age)
+    assert r.pubsub_event.message.data == b"fresh"
+
+
+def test_max_bytes_drops_the_oldest_messages_with_an_event(stubs: Stubs, uid: Callable[[str], str]) -> None:
+    pub, sub = stubs
+    topic, name = topic_and_sub(
+        stubs, uid, truncation_policy=lpb.Subscription.TruncationPolicy(max_bytes=2000)
+    )
+    count = 20
+    pub.PublishBatch(
+        lpb.PublishBatchRequest(
+            topic=topic, messages=[msg(f"m{i:02}".encode().ljust(500, b".")) for i in range(count)]
+        )
+    )
+    first = pull_one(sub, name)  # starts the runner; the owner checks the backlog every second
+    assert not is_truncation(first)
+    time.sleep(2.5)  # a check or two: a pull now would lease the whole backlog before the owner judges it
+    got = pull_until(sub, name, lambda got: any(is_truncation(r) for r in got), seconds=20)
+    assert is_truncation(got[0])  # the event before the messages that remain
+    got = got + pull_until(sub, name, lambda more: b"m19" in {d[:3] for d in data_of(got + more)}, seconds=10)
+    kept = {d[:3] for d in data_of(got)}
+    assert len(kept) <= 8, sorted(kept)  # about max_bytes' worth (4 of 500 bytes) is kept
+    assert len([r for r in got if is_truncation(r)]) == 1
 
 
 def test_push_config_is_stored_and_cleared(

@@ -211,6 +211,33 @@ def test_deleting_the_subscription_sends_one_deleted_event(
     assert not deleted()[0].event.HasField("message")
 
 
+def test_the_truncation_event_is_pushed_first_and_retried_until_acked(
+    gw: InProcessGateway, names: Names, endpoint: tuple[Endpoint, str]
+) -> None:
+    """TruncateSubscription's event reaches the endpoint before the messages published after it;
+    UNAVAILABLE leaves it pending (pushed again), OK acks it (docs/push.md)."""
+    server, address = endpoint
+    topic, sub = _setup(gw, names, "")  # paused: the backlog stays
+    events: list[int] = []  # (the endpoint's counts are by data, shared with the deleted events)
+
+    def answer(e: tech.PubsubEvent, _: int) -> Code:
+        if e.subscription == sub and e.truncated:
+            events.append(1)
+            return Code.UNAVAILABLE if len(events) == 1 else Code.OK
+        return Code.OK
+
+    server.answer = answer
+    _publish(gw, topic, ["old"])
+    gw.run(gw.gateway.truncation.truncate(sub))
+    _publish(gw, topic, ["new"])
+    _set_endpoint(gw, sub, address)
+    _wait("the new message", lambda: server.acked(sub) == [b"new"])
+    kinds = [(s.event.WhichOneof("type"), s.code) for s in server.seen if s.event.subscription == sub]
+    assert kinds == [("truncated", Code.UNAVAILABLE), ("truncated", Code.OK), ("message", Code.OK)]
+    assert gw.gateway.truncation.pending(sub) == 0
+    gw.run(gw.gateway.subscriptions.delete(sub))
+
+
 def test_push_destinations_public_refuses_loopback_endpoints(
     gw: InProcessGateway, names: Names, endpoint: tuple[Endpoint, str], caplog: pytest.LogCaptureFixture
 ) -> None:

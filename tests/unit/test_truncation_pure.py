@@ -134,6 +134,14 @@ def test_the_unfetched_tail_counts_at_the_held_average_and_its_oldest_part_goes(
     assert trim.by_bytes(parts, 100) == {0: [0, 1, 2, 3, 4, 5, 6]}
 
 
+def test_the_unfetched_tail_is_estimated_rounded_up() -> None:
+    # 41 bytes held in 2 records: an unfetched one counts 21 bytes (20.5 rounded up), so a
+    # max_bytes of 20 drops it too instead of keeping 20.5 bytes' worth (found by the property below).
+    parts = {0: PartitionView([(0, 0, 20), (1, 7, 21)], 2, 3)}
+    assert trim.estimate(parts) == 62
+    assert trim.by_bytes(parts, 20) == {0: [0, 1, 2]}
+
+
 def test_nothing_held_means_nothing_to_estimate() -> None:
     assert trim.by_bytes({0: PartitionView([], 0, end=1000)}, 1) == {}
 
