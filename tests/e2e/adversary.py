@@ -346,8 +346,8 @@ class Observer:
         committed: dict[tuple[str, int], int] = {}
         groups = self._admin.list_consumer_groups().result(timeout=CALL_TIMEOUT)
         for listing in groups.valid:
-            if not listing.group_id.startswith(self._group_prefix):
-                continue
+            if not listing.group_id.startswith(self._group_prefix) or listing.group_id.endswith(".applied"):
+                continue  # the latter: how far owners applied the log, which `ends` already covers
             request = confluent_kafka.ConsumerGroupTopicPartitions(listing.group_id)
             result = self._admin.list_consumer_group_offsets([request])[listing.group_id]
             for tp in result.result(timeout=CALL_TIMEOUT).topic_partitions or []:

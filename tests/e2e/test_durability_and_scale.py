@@ -179,7 +179,10 @@ def test_lease_log_compacts_to_one_key_per_partition(
     assert live == [b"s.0.0", b"s.1.0", b"s.2.0"], f"live keys after all acked: {live[:10]}"
     # The group's committed offsets are the end of the topic: Kafka tools show zero lag.
     groups = admin.list_consumer_groups().result(30).valid
-    (group,) = [g.group_id for g in groups if g.group_id.startswith(f"{prefix}.{subscription}.")]
+    mine = sorted(g.group_id for g in groups if g.group_id.startswith(f"{prefix}.{subscription}."))
+    # The subscription's group, and the one its owners record how far they applied the log in.
+    group, applied = mine
+    assert applied == f"{group}.applied"
     request = [confluent_kafka.ConsumerGroupTopicPartitions(group)]
     committed = admin.list_consumer_group_offsets(request)[group].result(30).topic_partitions
     check = confluent_kafka.Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "x"})
