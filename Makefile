@@ -14,7 +14,9 @@ SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 # The conformance extra: the client version whose system tests run, and their imports.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick test-kafka-versions test-cluster test-spark-cluster clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick test-kafka-versions test-cluster test-spark-cluster docker-check clean
+
+COMPOSE_PLUGIN := .cache/docker/cli-plugins/docker-compose
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -56,8 +58,8 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 ## unit: pure code, no broker (~30 s)
-unit: $(STAMP)
-	$(BIN)/python -m pytest tests/unit
+unit: $(STAMP) $(COMPOSE_PLUGIN)
+	DOCKER_CONFIG=$(CURDIR)/.cache/docker $(BIN)/python -m pytest tests/unit
 
 ## inprocess: a whole gateway inside the test process on a real broker (~1 min)
 inprocess: $(STAMP)
@@ -95,6 +97,20 @@ test-cluster: $(STAMP)
 ## the export job. Prints its figures (FIGURE lines)
 test-spark-cluster: $(SPARK_STAMP)
 	$(BIN)/python -m pytest -s -m spark_cluster tests/spark_cluster
+
+## docker-check: what can be checked of docker/ without a Docker engine (the unit tier runs it
+## too): hadolint, the Dockerfile's structure, compose.yaml's settings, and `docker compose config`
+COMPOSE_VERSION ?= v2.40.3
+docker-check: $(STAMP) $(COMPOSE_PLUGIN)
+	DOCKER_CONFIG=$(CURDIR)/.cache/docker $(BIN)/python -m pytest -q -rs tests/unit/test_docker.py
+
+# `docker compose config` needs the CLI's compose plugin, which this machine's Docker CLI lacks:
+# built from the Go module proxy into .cache/docker once (`go install` refuses the module for its
+# exclude directives, so it is built in its downloaded source; ~1 min with the download).
+$(COMPOSE_PLUGIN):
+	@dir=$$(go mod download -json github.com/docker/compose/v2@$(COMPOSE_VERSION) \
+		| $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') && \
+	mkdir -p $(dir $@) && (cd "$$dir" && go build -o $(CURDIR)/$@ ./cmd)
 
 ## test-kafka-versions: the core end-to-end tests on the oldest supported Kafka and the newest
 KAFKA_VERSIONS ?= $(shell $(BIN)/python -c 'from gateway.kafka.brokerjars import KAFKA_VERSION as n, OLDEST_SUPPORTED as o; print(o, n)' 2>/dev/null)
