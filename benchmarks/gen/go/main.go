@@ -78,7 +78,7 @@ func cpuSeconds() float64 {
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano()+ru.Stime.Nano()).Seconds()
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func unix(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
@@ -116,6 +116,7 @@ func (c *rpcCounter) countRequest(prefix string, req any) {
 			kind = " nack_ids"
 		}
 		c.add(prefix+kind, int64(len(r.GetAckIds())))
+		c.add(fmt.Sprintf("%s ack_deadline_seconds=%d", prefix, r.GetAckDeadlineSeconds()), 1)
 	case *pubsubpb.PublishRequest:
 		c.add(prefix+" messages", int64(len(r.GetMessages())))
 	case *pubsubpb.StreamingPullRequest:
@@ -130,6 +131,10 @@ func (c *rpcCounter) countRequest(prefix string, req any) {
 		}
 		c.add(prefix+" modack_ids", modack)
 		c.add(prefix+" nack_ids", nack)
+		if r.GetSubscription() != "" { // the first request: the stream's settings
+			c.add(fmt.Sprintf("%s first: stream_ack_deadline_seconds=%d max_outstanding_messages=%d",
+				prefix, r.GetStreamAckDeadlineSeconds(), r.GetMaxOutstandingMessages()), 1)
+		}
 		if len(r.GetAckIds()) == 0 && len(r.GetModifyDeadlineAckIds()) == 0 && r.GetSubscription() == "" {
 			c.add(prefix+" empty (keepalive)", 1)
 		}
