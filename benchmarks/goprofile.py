@@ -34,6 +34,20 @@ from benchmarks.scenarios.common import api_for, fill
 CASES = {"raised": {"goroutines": 4, "max_outstanding": 5000}, "default": {}, "stream": {}}
 STREAMS = 4
 TOP = 25
+# Where a sample's time belongs: the first of these frames from the outside in (so an ack inside
+# a stream's reader counts as a stream ack, not as delivery); the rest by the innermost frame.
+PATHS = (
+    ("unary Acknowledge", "Subscriber.Acknowledge"),
+    ("unary ModifyAckDeadline", "Subscriber.ModifyAckDeadline"),
+    ("acks/modacks on the stream", "Subscriber._read_stream"),
+    ("delivery on streams", "Subscriber.StreamingPull"),
+    ("fetcher thread (Kafka records)", "GroupFetcher._run"),
+    ("lease-log read-back", "SubscriptionRunner._apply_log"),
+    ("lease-log read-back", "TailReader._run"),
+    ("checkpoints", "SubscriptionRunner._checkpoint"),
+    ("producer poll thread", "Producer._poll"),
+)
+LOOP = "event loop, gRPC and I/O (no Python frame of ours)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
 def _report(out: Path, summary: dict[str, Any]) -> None:
     (out / f"{summary['case']}.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k not in ("self", "total")}, indent=2))
+    us = summary.get("gw_cpu_us_per_msg") or 0.0
+    print(
+        f"\n== {summary['case']}: % of samples by path, and us of gateway CPU per message if shared alike =="
+    )
+    for name, pct in summary["paths"].items():
+        print(f"{pct:6.1f}  {pct * us / 100:5.1f} us  {name}")
     for kind in ("self", "total"):
         print(f"\n== {summary['case']}: {kind} % of samples ==")
         for name, pct in list(summary[kind].items())[:TOP]:
@@ -108,6 +128,7 @@ def _profile(
         api.delete(topic, [sub])
     row = build("goprofile", case, "gateway", results, win)
     self_pct, total_pct, samples = _shares(stacks)
+    paths = _paths(stacks)
     return {
         "case": case,
         "messages": row.messages,
@@ -118,6 +139,7 @@ def _profile(
         "duplicates": results[0].get("duplicates"),
         "rpcs": results[0].get("rpcs"),
         "samples": samples,
+        "paths": paths,
         "py_spy_stderr": err.decode(errors="replace")[-500:],
         "self": self_pct,
         "total": total_pct,
@@ -147,6 +169,22 @@ def _shares(path: Path) -> tuple[dict[str, float], dict[str, float], int]:
         return {k: round(100.0 * v / max(samples, 1), 2) for k, v in c.most_common(200)}
 
     return pct(own), pct(anywhere), samples
+
+
+def _paths(path: Path) -> dict[str, float]:
+    """% of samples per PATHS entry (the outermost matching frame), LOOP, and "other"."""
+    found: collections.Counter[str] = collections.Counter()
+    for line in path.read_text().splitlines() if path.exists() else []:
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        names = [f.partition(" (")[0] for f in stack.split(";")]
+        where = next((label for label, fn in PATHS if fn in names), None)
+        if where is None:
+            where = LOOP if names and names[-1] in ("Runner.run", "run") else "other"
+        found[where] += int(count)
+    total = max(sum(found.values()), 1)
+    return {k: round(100.0 * v / total, 1) for k, v in found.most_common()}
 
 
 def _function(frame: str) -> str:
