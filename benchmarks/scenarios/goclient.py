@@ -26,7 +26,7 @@ from benchmarks.harness import Bench, GenResult, Task
 from benchmarks.results import Row, build, ratio
 from benchmarks.sampling import Samples
 from benchmarks.scenarios.common import api_for, fill, kafka_topic
-from benchmarks.scenarios.latency import _row as latency_row
+from benchmarks.scenarios.latency import pair_row
 
 NAME = "goclient"
 RAISED = {"goroutines": 4, "max_outstanding": 5000}
@@ -167,9 +167,7 @@ def _latency(bench: Bench, mode: Mode, binary: str, n: int) -> list[Row]:
                 [(latency.raw_sender, {**common, "seconds": seconds}), (latency.raw_receiver, receiver)],
                 0.6,
             )
-            raw = _tag(
-                latency_row(f"raw producer -> consumer @ {LATENCY_RATE}/s", "raw", results, win), n, load
-            )
+            raw = _tag(pair_row(f"raw producer -> consumer @ {LATENCY_RATE}/s", "raw", results, win), n, load)
             args = {
                 "binary": binary,
                 "address": bench.gateway.address,
