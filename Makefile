@@ -14,7 +14,7 @@ SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 # The conformance extra: the client version whose system tests run, and their imports.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick test-kafka-versions test-cluster test-spark-cluster docker-check clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go test-kafka-versions test-cluster test-spark-cluster docker-check clean
 
 COMPOSE_PLUGIN := .cache/docker/cli-plugins/docker-compose
 
@@ -125,8 +125,13 @@ test-kafka-versions: $(STAMP)
 protos: $(STAMP)
 	$(BIN)/python -m gateway.protogen
 
+## bench: every scenario (goclient builds the Go generator in benchmarks/gen/go: needs go)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks --out benchmarks/results/latest.json
+
+## bench-go: the official Go client alone, beside raw Kafka and raw streams (~5 minutes)
+bench-go: $(STAMP)
+	$(BIN)/python -m benchmarks --scenarios goclient --out benchmarks/results/goclient.json
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks --quick --out benchmarks/results/quick.json

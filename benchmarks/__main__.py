@@ -18,7 +18,7 @@ from pathlib import Path
 from benchmarks import api, harness, processes, procstats, report
 from benchmarks.config import FULL, QUICK, Mode
 from benchmarks.results import Row
-from benchmarks.scenarios import backlog, deliver, latency, policies, publish, scaleout
+from benchmarks.scenarios import backlog, deliver, goclient, latency, policies, publish, scaleout
 
 Scenario = Callable[[harness.Bench, Mode], list[Row]]
 SCENARIOS: dict[str, Scenario] = {
@@ -28,7 +28,9 @@ SCENARIOS: dict[str, Scenario] = {
     "backlog": backlog.run,
     "scaleout": scaleout.run,
     "policies": policies.run,
+    "goclient": goclient.run,
 }
+QUICK_SKIPS = {"goclient"}  # builds a Go program: named with --scenarios when wanted in quick mode
 WORKERS = 4
 DEFAULT_OUT = Path(__file__).parent / "results" / "latest.json"
 
@@ -41,8 +43,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results (default: %(default)s)")
     parser.add_argument("--kafka-bootstrap", help="use this broker instead of starting an embedded one")
     parser.add_argument("--gateway-args", default="", help="extra `gateway serve` flags (one string)")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset")
+    parser.add_argument(
+        "--scenarios", help="comma-separated subset (default: all; with --quick all but goclient)"
+    )
     args = parser.parse_args(argv)
+    if args.scenarios is None:
+        args.scenarios = ",".join(s for s in SCENARIOS if not (args.quick and s in QUICK_SKIPS))
     unknown = set(args.scenarios.split(",")) - set(SCENARIOS)
     if unknown:
         parser.error(f"unknown scenarios {sorted(unknown)}; choose from {list(SCENARIOS)}")

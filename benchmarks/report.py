@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.results import Row
+from benchmarks.scenarios.goclient import GO_DEFAULT, GO_LATENCY, GO_PUBLISH, GO_RAISED
 
 PULL_TARGET = 20_000.0
 STREAM_TARGET = 50_000.0
 LATENCY_RATE, LATENCY_P99_MS = 2000, 20.0
 RSS_TARGET_MB = 300.0
 MILLION = 10**6
+GO_RAISED_TARGET, GO_DEFAULT_TARGET, GO_PUBLISH_TARGET = 60_000.0, 25_000.0, 60_000.0
+GO_CPU_US_TARGET, GO_P99_MS_TARGET = 15.0, 25.0
 _HEAD = (
     f"{'case':<46} {'msg/s':>9} {'MB/s':>7} {'x raw':>6} {'gw CPU%':>7} {'gw RSS':>7} "
     f"{'gen CPU%':>8} {'kafka%':>6} {'mach%':>5} {'other%':>6}  details"
@@ -62,7 +65,54 @@ def targets(scenarios: dict[str, list[Row]]) -> list[dict[str, Any]]:
         _latency_target(scenarios.get("latency", [])),
         _rss_target(scenarios.get("backlog", [])),
         _keys_target(scenarios.get("backlog", [])),
+        *_go_targets(scenarios.get("goclient")),
     ]
+
+
+def _go_targets(rows: list[Row] | None) -> list[dict[str, Any]]:
+    """Issue 22's targets for the official Go client, on the goclient rows' medians of rounds."""
+    found = {r.case: r for r in rows or [] if r.status == "ok"}
+
+    def median(case: str, key: str) -> Any:
+        row = found.get(case)
+        return None if row is None else row.extra.get(key)
+
+    def receive(case: str, target: float, what: str) -> dict[str, Any]:
+        rate, dups = median(case, "median_msgs_per_s"), median(case, "rounds_duplicates")
+        met = rate is not None and rate >= target and dups is not None and not any(dups)
+        value = None if rate is None else {"msgs_per_s": rate, "duplicates": dups}
+        return {
+            "target": f"official Go client receive >= {target:,.0f} msg/s, {what}, 0 duplicates",
+            "value": value,
+            "met": met,
+        }
+
+    cpu = {c: median(c, "median_gw_cpu_us_per_msg") for c in (GO_RAISED, GO_DEFAULT) if c in found}
+    publish = median(GO_PUBLISH, "median_msgs_per_s")
+    p99 = median(GO_LATENCY, "median_p99_ms")
+    out = [
+        receive(GO_RAISED, GO_RAISED_TARGET, "NumGoroutines=4, MaxOutstandingMessages=5000"),
+        receive(GO_DEFAULT, GO_DEFAULT_TARGET, "default settings"),
+        {
+            "target": f"gateway CPU per message received+acked (Go client) <= {GO_CPU_US_TARGET:.0f} us",
+            "value": cpu or None,
+            "met": bool(cpu) and all(v is not None and v <= GO_CPU_US_TARGET for v in cpu.values()),
+        },
+        {
+            "target": f"official Go client publish (default batching) >= {GO_PUBLISH_TARGET:,.0f} msg/s",
+            "value": publish,
+            "met": publish is not None and publish >= GO_PUBLISH_TARGET,
+        },
+        {
+            "target": f"p99 publish-to-receive <= {GO_P99_MS_TARGET:.0f} ms at 1,000 msg/s (Go client)",
+            "value": p99,
+            "met": p99 is not None and p99 <= GO_P99_MS_TARGET,
+        },
+    ]
+    if rows is None:
+        for t in out:
+            t["note"] = "the goclient scenario was not in this run"
+    return out
 
 
 def _stream_target(rows: list[Row]) -> dict[str, Any]:

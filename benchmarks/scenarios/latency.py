@@ -56,7 +56,7 @@ def _raw(bench: Bench, mode: Mode, rate: int, topic: str) -> Row:
     }
     receiver = {**common, "group": f"{bench.prefix}-raw-lat", "expected": int(rate * mode.latency_seconds)}
     results, win = bench.run([(latency.raw_sender, common), (latency.raw_receiver, receiver)])
-    return _row(f"raw producer -> consumer @ {rate}/s", "raw", results, win)
+    return pair_row(f"raw producer -> consumer @ {rate}/s", "raw", results, win)
 
 
 def _gateway(bench: Bench, mode: Mode, rate: int, topic: str, sub: str, raw: Row, streaming: bool) -> Row:
@@ -74,13 +74,13 @@ def _gateway(bench: Bench, mode: Mode, rate: int, topic: str, sub: str, raw: Row
         else (latency.gw_receiver, f"Pull x{RECEIVER_THREADS}")
     )
     results, win = bench.run([(latency.gw_sender, sender), (receive, receiver)])
-    row = _row(f"Publish -> {label} @ {rate}/s", "gateway", results, win)
+    row = pair_row(f"Publish -> {label} @ {rate}/s", "gateway", results, win)
     row.ratio = ratio(row.extra["p99_ms"], raw.extra["p99_ms"])
     row.extra["p50_ratio"] = ratio(row.extra["p50_ms"], raw.extra["p50_ms"])
     return row
 
 
-def _row(case: str, kind: str, results: list[GenResult], win: Samples) -> Row:
+def pair_row(case: str, kind: str, results: list[GenResult], win: Samples) -> Row:
     """Rates and latencies are the receiver's; CPU counts both generator processes."""
     sender, receiver = results
     row = build(NAME, case, kind, [receiver], win)

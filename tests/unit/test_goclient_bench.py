@@ -1,0 +1,63 @@
+"""The goclient scenario's pure parts: the median of rounds, the verdicts on issue 22's targets,
+and the profile summary of py-spy's collapsed stacks (the runs themselves need Go and a broker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from benchmarks import goprofile, report
+from benchmarks.results import Row
+from benchmarks.scenarios import goclient
+
+
+def _row(case: str, rate: float, cpu: float, **extra: object) -> Row:
+    return Row(
+        scenario=goclient.NAME,
+        case=case,
+        kind="gateway",
+        msgs_per_s=rate,
+        extra={"gw_cpu_us_per_msg": cpu, "load1": 1.0, **extra},
+    )
+
+
+def test_the_median_round_is_kept_with_every_round_beside_it() -> None:
+    rows = [
+        _row(goclient.GO_RAISED, r, c, duplicates=0) for r, c in ((50e3, 20.0), (70e3, 12.0), (40e3, 30.0))
+    ]
+    median = goclient._median(rows)
+    assert median.msgs_per_s == 50e3
+    assert median.extra["rounds_msgs_per_s"] == [50000, 70000, 40000]
+    assert median.extra["median_gw_cpu_us_per_msg"] == 20.0
+    assert median.extra["rounds_duplicates"] == [0, 0, 0]
+
+
+def test_latency_rounds_take_the_median_p99() -> None:
+    rows = [_row(goclient.GO_LATENCY, 1000, 0, p99_ms=p, p50_ms=10.0) for p in (30.0, 20.0, 40.0)]
+    assert goclient._median(rows).extra["median_p99_ms"] == 30.0
+
+
+def test_verdicts_need_the_rate_and_no_duplicate() -> None:
+    raised = goclient._median([_row(goclient.GO_RAISED, 61e3, 14.0, duplicates=0)])
+    default = goclient._median([_row(goclient.GO_DEFAULT, 26e3, 16.0, duplicates=1)])
+    found = report._go_targets([raised, default])
+    # raised met; default has a duplicate; CPU 16 us > 15; no publish or latency row
+    assert [t["met"] for t in found] == [True, False, False, False, False]
+    assert found[2]["value"] == {goclient.GO_RAISED: 14.0, goclient.GO_DEFAULT: 16.0}
+
+
+def test_without_the_scenario_every_go_target_says_so() -> None:
+    targets = report._go_targets(None)
+    assert len(targets) == 5
+    assert all(not t["met"] and "not in this run" in t["note"] for t in targets)
+
+
+def test_profile_shares_count_self_and_total_per_function(tmp_path: Path) -> None:
+    stacks = tmp_path / "raised.txt"
+    stacks.write_text(
+        "process 1:main;run (a/loop.py:10);settle (core/acks.py:5);decode (translate/ackids.py:9) 3\n"
+        "process 1:main;run (a/loop.py:11);settle (core/acks.py:7) 1\n"
+    )
+    own, total, samples = goprofile._shares(stacks)
+    assert samples == 4
+    assert own == {"decode (translate/ackids.py)": 75.0, "settle (core/acks.py)": 25.0}
+    assert total["settle (core/acks.py)"] == 100.0
