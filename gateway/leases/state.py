@@ -464,14 +464,21 @@ class PartitionState(Generic[R]):
             heapq.heappush(self._ready, offset)
 
     def _forget(self, offset: int) -> None:
-        self._dead.pop(offset, None)
-        self._provisional.discard(offset)
-        self._pulled_back.pop(offset, None)
-        self._waiting.discard(offset)
-        key = self._key(offset)
-        if key is not None and key in self._key_leases:
-            self._key_leases[key].discard(offset)
-            self._settle_key(key)
+        # Once per acked message: the structures that are empty almost always (dead letters,
+        # ordering, retry backoff) are looked into only when they are not.
+        if self._dead:
+            self._dead.pop(offset, None)
+        if self._provisional:
+            self._provisional.discard(offset)
+        if self._pulled_back:
+            self._pulled_back.pop(offset, None)
+        if self._waiting:
+            self._waiting.discard(offset)
+        if self.key_of is not None and self._key_leases:
+            key = self._key(offset)
+            if key is not None and key in self._key_leases:
+                self._key_leases[key].discard(offset)
+                self._settle_key(key)
         self.leases.pop(offset, None)
         self.attempts.pop(offset, None)
         self.records.pop(offset, None)
