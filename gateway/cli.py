@@ -19,10 +19,12 @@ from gateway.observe import logs
 
 EXIT_CANNOT_START = 1  # Kafka lacks or refuses what the gateway needs: the message says what
 EXIT_BROKER_LOST = 3  # the embedded broker died and could not be restarted
+# 4: the shutdown outlived --shutdown-timeout-seconds (gateway/shutdown.py says what was stuck)
 
 
 async def _serve(settings: settings_mod.Settings) -> int:
     from gateway.server import Gateway
+    from gateway.shutdown import ShutdownWatchdog
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -46,6 +48,8 @@ async def _serve(settings: settings_mod.Settings) -> int:
         if gw.failure is not None:
             print(f"pubsub-gateway: {gw.failure}", file=sys.stderr, flush=True)
         logging.getLogger("gateway").info("shutting down")
+        watchdog = ShutdownWatchdog(loop, settings.shutdown_timeout_seconds).start()
+    watchdog.finish()
     return 0 if gw.failure is None else EXIT_BROKER_LOST
 
 

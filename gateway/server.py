@@ -12,7 +12,7 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -95,6 +95,22 @@ def _project_policies(s: Settings) -> dict[str, policy_pb2.Policy]:
         raise SettingsError(f"--iam-policy-file {s.iam_policy_file}: {exc}") from None
 
 
+STEP_SLACK_SECONDS = 10.0
+
+
+async def _bounded_step(
+    step: Callable[..., Awaitable[object]], args: tuple[object, ...], bound: float
+) -> None:
+    task = asyncio.ensure_future(step(*args))
+    done, _ = await asyncio.wait({task}, timeout=bound)
+    if done:
+        task.result()  # its error, if any, as the exit stack would have raised it
+        return
+    task.cancel()  # not awaited: a step that ignores cancellation must not hold the rest
+    name = getattr(step, "__qualname__", repr(step))
+    log.error("shutdown: %s did not finish within %g s; going on without it", name, bound)
+
+
 class Gateway:
     """`on_failure` is called (on the event loop) when the gateway cannot go on serving: the
     embedded broker died and could not be restarted. `failure` then says why."""
@@ -121,6 +137,14 @@ class Gateway:
         self.truncation: TruncationService  # the seed API's truncation (docs/truncation.md)
         self.observe: Observer
 
+    def _on_stop(self, step: Callable[..., Awaitable[object]], *args: object) -> None:
+        """Run `step(*args)` on the way out (last pushed, first run), for at most the shutdown
+        grace plus STEP_SLACK_SECONDS: a step that waits on something outside (a client that
+        never closes, a broker that does not answer) is left behind with an error naming it,
+        and the shutdown goes on. Kill-safe by design, so nothing acknowledged is lost."""
+        bound = self.settings.shutdown_grace_seconds + STEP_SLACK_SECONDS
+        self._stack.push_async_callback(_bounded_step, step, args, bound)
+
     def _fail(self, reason: str) -> None:
         self.failure = reason
         if self._on_failure is not None:
@@ -140,7 +164,7 @@ class Gateway:
             log.info("embedded Kafka at %s (log: %s)", self.bootstrap, kafka.log_file)
             supervisor = BrokerSupervisor(kafka, s.kafka_max_restarts, self._fail)
             supervisor.start()
-            stack.push_async_callback(supervisor.stop)  # before kafka.stop: no restart while stopping
+            self._on_stop(supervisor.stop)  # before kafka.stop: no restart while stopping
         config: dict[str, Any] = {"bootstrap.servers": self.bootstrap, **s.kafka_config}
         await asyncio.to_thread(check_connection, config)
 
@@ -151,16 +175,16 @@ class Gateway:
         resource_topic = names.internal_topic(s.internal_prefix, "resources")
         store = ResourceStore(admin, producer, config, resource_topic, s.replication_factor)
         await store.start()  # refuses to start when the internal topics' ACLs fall short
-        stack.push_async_callback(store.stop)
+        self._on_stop(store.stop)
         # ... and so do the groups': every group is `<prefix>.<something>`, the janitor's too.
         await admin.check_group_access(f"{s.internal_prefix}.janitor", GROUP_OPERATIONS)
         schemas = SchemaService(store, SchemaCache(), s.max_schemas_per_project)
         topics = TopicService(s, store, admin, producer, TopicSchemas(schemas))
         subs = SubscriptionService(s, store, admin, producer)
-        stack.push_async_callback(subs.stop)
+        self._on_stop(subs.stop)
         delivery = DeliveryService(s, store, producer, config, admin)
         await delivery.start()
-        stack.push_async_callback(delivery.stop)
+        self._on_stop(delivery.stop)
 
         server = grpc.aio.server(
             options=grpc_options(s),
@@ -180,7 +204,7 @@ class Gateway:
             s.expiration_check_seconds,
         )
         await janitor.start()
-        stack.push_async_callback(janitor.stop)
+        self._on_stop(janitor.stop)
         self.store, self.topics, self.subscriptions = store, topics, subs
         self.delivery, self.snapshots, self.schemas = delivery, snapshots, schemas
         push = self.push = PushManager(
@@ -193,7 +217,7 @@ class Gateway:
             message_event=legacy_events.push_events(s.legacy_project),
             truncation=self.truncation,
         )
-        stack.push_async_callback(push.keys.stop)
+        self._on_stop(push.keys.stop)
         await push.start_keys()
         peer_tokens = PeerTokens(push.keys.keys)
         self.access = AccessService(store, await asyncio.to_thread(_project_policies, s))
@@ -206,7 +230,7 @@ class Gateway:
         grpc_api.add_to_server(server, publisher, subscriber, iam_policy, schema_servicer)
         legacy = LegacyService(s, store, topics, subs, delivery, self.truncation)
         legacy_servicers.add_to_server(server, guard, legacy)
-        stack.push_async_callback(observe.stop)
+        self._on_stop(observe.stop)
         services = (
             publisher.SERVICE,
             subscriber.SERVICE,
@@ -231,11 +255,11 @@ class Gateway:
             peer_tokens,
             None if tls is None else tls.peer_credentials(s.tls_peer_ca_file or s.tls_client_ca_file),
         )
-        stack.push_async_callback(peers.close)
+        self._on_stop(peers.close)
         delivery.connect_peers(s.advertise_address or f"{s.host}:{self.port}", peers)
         await server.start()
         self._server = server
-        stack.push_async_callback(server.stop, s.shutdown_grace_seconds)
+        self._on_stop(server.stop, s.shutdown_grace_seconds)
         app = rest.create_app(
             {
                 publisher.SERVICE: publisher,
@@ -255,32 +279,32 @@ class Gateway:
             windows=push.windows,
             authenticator=authenticator,
         )
-        rest_server = await stack.enter_async_context(
-            rest.RestServer(
-                app,
-                s.host,
-                None if shared is not None else s.rest_port,
-                s.shutdown_grace_seconds,
-                rest.HttpLimits(
-                    max_connections=s.http_max_connections,
-                    header_timeout=s.http_header_timeout_seconds,
-                    body_timeout=s.http_body_timeout_seconds,
-                    idle_timeout=s.http_idle_timeout_seconds,
-                ),
-                tls=None if tls is None else tls.rest_context,
-            )
+        rest_server = rest.RestServer(
+            app,
+            s.host,
+            None if shared is not None else s.rest_port,
+            s.shutdown_grace_seconds,
+            rest.HttpLimits(
+                max_connections=s.http_max_connections,
+                header_timeout=s.http_header_timeout_seconds,
+                body_timeout=s.http_body_timeout_seconds,
+                idle_timeout=s.http_idle_timeout_seconds,
+            ),
+            tls=None if tls is None else tls.rest_context,
         )
+        self._on_stop(rest_server.stop)
+        await rest_server.start()
         if shared is not None:
             assert rest_server.guard is not None
             shared.serve(rest_server.guard)  # on the way out: closed before REST and gRPC stop
-            stack.push_async_callback(shared.close)
+            self._on_stop(shared.close)
             self.rest_port = self.port
         else:
             self.rest_port = rest_server.port
-        stack.push_async_callback(push.stop)
+        self._on_stop(push.stop)
         await push.start(self.rest_port)
         stack.callback(delivery.close_streams)  # first on the way out: streams end UNAVAILABLE
-        stack.push_async_callback(observe.stop)  # on the way out before even that: not ready
+        self._on_stop(observe.stop)  # on the way out before even that: not ready
         await observe.serving()
 
     async def _authenticator(self) -> Authenticator | None:
@@ -298,7 +322,7 @@ class Gateway:
                 )
             return None
         authenticator = Authenticator(s.auth_token_file, s.auth_oidc, s.auth_mtls)
-        self._stack.push_async_callback(authenticator.stop)
+        self._on_stop(authenticator.stop)
         await authenticator.start()
         log.info(
             "authentication on (%s); IAM policies are enforced",
@@ -349,7 +373,7 @@ class Gateway:
         if not port:
             raise OSError(f"cannot listen on the unix socket {target}")
         pumps = Pumps(target)
-        stack.push_async_callback(pumps.close)  # pushed before server.stop: runs after it
+        self._on_stop(pumps.close)  # pushed before server.stop: runs after it
         limits = PortLimits(
             s.first_bytes_timeout_seconds,
             s.max_pending_connections,
@@ -357,7 +381,7 @@ class Gateway:
             s.http_header_timeout_seconds,
         )
         shared = SharedPort(s.host, s.port, limits, pumps, None if tls is None else tls.rest_context)
-        stack.push_async_callback(shared.close)  # a start that fails later lets the port go
+        self._on_stop(shared.close)  # a start that fails later lets the port go
         await shared.bind()
         self.shared_port = shared
         return shared

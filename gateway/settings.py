@@ -235,6 +235,12 @@ class Settings:
     idle_subscription_seconds: float = 300.0
     checkpoint_interval_seconds: float = 1.0
     shutdown_grace_seconds: float = 5.0
+    shutdown_timeout_seconds: float = setting(
+        25.0,
+        "longest a shutdown may take (SIGTERM or SIGINT): past it the gateway prints what is "
+        "still running and exits with status 4, as a kill would end it; nothing acknowledged is "
+        "lost (default 25, under Kubernetes' 30 s grace period; 0 waits for ever)",
+    )
     expiration_check_seconds: float = setting(
         60.0, "how often the elected process looks for expired subscriptions"
     )
@@ -437,6 +443,12 @@ class Settings:
             raise SettingsError("--idle-subscription-seconds must be at least 1")
         if self.shutdown_grace_seconds < 0:
             raise SettingsError("--shutdown-grace-seconds must not be negative")
+        bound = self.shutdown_timeout_seconds
+        if bound < 0 or 0 < bound < 2 * self.shutdown_grace_seconds:
+            raise SettingsError(
+                "--shutdown-timeout-seconds must be 0 (no bound) or at least twice "
+                "--shutdown-grace-seconds (REST and gRPC each get that grace)"
+            )
         if self.expiration_check_seconds <= 0 or self.min_expiration_ttl_seconds < 1:
             raise SettingsError(
                 "--expiration-check-seconds and --min-expiration-ttl-seconds must be positive"

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from gateway.shutdown import EXIT_SHUTDOWN_STUCK
+
 READY_TIMEOUT = 90.0
 _CRASH_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGFPE, signal.SIGILL}
 
@@ -83,11 +85,23 @@ class GatewayProcess:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(
+                f"the gateway did not exit within {timeout:g} s of SIGTERM; log:\n{self._log_tail()}"
+            ) from None
         if -code in _CRASH_SIGNALS:
-            log = self.log_paths[-1].read_text(errors="replace")[-8000:]
-            raise AssertionError(f"the gateway crashed ({signal.Signals(-code).name}); log:\n{log}")
+            raise AssertionError(
+                f"the gateway crashed ({signal.Signals(-code).name}); log:\n{self._log_tail()}"
+            )
+        if code == EXIT_SHUTDOWN_STUCK:
+            raise AssertionError(f"the gateway's shutdown got stuck; log:\n{self._log_tail()}")
         return code
+
+    def _log_tail(self) -> str:
+        return self.log_paths[-1].read_text(errors="replace")[-12000:]
 
     def restart(self) -> GatewayProcess:
         self.kill()

@@ -195,8 +195,10 @@ async def test_calls_of_a_real_endpoint() -> None:
 
 async def test_no_answer_within_the_deadline_is_a_failure() -> None:
     client = GrpcPushClient()
-    async with serving(Endpoint(lambda _: Code.OK, delay=2)) as port:
-        outcome = await client.call(f"127.0.0.1:{port}", _event("slow"), 0.3)
+    # A deadline long enough to connect on a loaded machine (else: "cannot connect"), short of
+    # the endpoint's answer.
+    async with serving(Endpoint(lambda _: Code.OK, delay=6)) as port:
+        outcome = await client.call(f"127.0.0.1:{port}", _event("slow"), 1.5)
         assert not outcome.ok and not outcome.push_back and "DEADLINE_EXCEEDED" in outcome.detail
         await client.close()
 

@@ -45,6 +45,7 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--idle-subscription-seconds", "PUBSUB_GATEWAY_IDLE_SUBSCRIPTION_SECONDS", "60", 60.0),
     ("--checkpoint-interval-seconds", "PUBSUB_GATEWAY_CHECKPOINT_INTERVAL_SECONDS", "0.5", 0.5),
     ("--shutdown-grace-seconds", "PUBSUB_GATEWAY_SHUTDOWN_GRACE_SECONDS", "2", 2.0),
+    ("--shutdown-timeout-seconds", "PUBSUB_GATEWAY_SHUTDOWN_TIMEOUT_SECONDS", "60", 60.0),
     ("--expiration-check-seconds", "PUBSUB_GATEWAY_EXPIRATION_CHECK_SECONDS", "30", 30.0),
     ("--legacy-project", "PUBSUB_GATEWAY_LEGACY_PROJECT", "old-systems", "old-systems"),
     ("--min-expiration-ttl-seconds", "PUBSUB_GATEWAY_MIN_EXPIRATION_TTL_SECONDS", "60", 60),
