@@ -197,18 +197,24 @@ class AckPath:
         self._peers = transport
 
     async def _write(
-        self, res: StoredSubscription, cmds: dict[int, Command], settles: bool, early: bool
+        self,
+        res: StoredSubscription,
+        cmds: dict[int, Command],
+        settles: bool,
+        early: bool,
+        patience: float = SETTLE_PATIENCE_SECONDS,
     ) -> tuple[set[int], dict[int, BaseException]]:
         """Write each partition's command and apply it here once durable. Returns the
-        partitions whose write is still under way after SETTLE_PATIENCE_SECONDS and those
-        whose write failed. A late write is applied here when it ends, or, if `early`, at once
-        (and when it ends only its key is folded: applying an older deadline change again
-        could undo a newer one)."""
+        partitions whose write is still under way after `patience` seconds and those whose
+        write failed. A late write is applied here when it ends, or, if `early`, at once (and
+        when it ends only its key is folded: applying an older deadline change again could
+        undo a newer one). With `patience` 0 nothing is waited for."""
         writer = self._writer_of(res)
         writes = {p: asyncio.ensure_future(writer.write(p, [c])) for p, c in cmds.items()}
         if not writes:
             return set(), {}
-        await asyncio.wait(writes.values(), timeout=SETTLE_PATIENCE_SECONDS)
+        if patience > 0:
+            await asyncio.wait(writes.values(), timeout=patience)
         late: set[int] = set()
         failed: dict[int, BaseException] = {}
         runner = self._runner_of(res.name)
@@ -259,11 +265,12 @@ class AckPath:
         count: the others are reported per id, and ids of partitions another process owns are
         judged by that process.
 
-        A write still under way after SETTLE_PATIENCE_SECONDS (its log partition lost its
-        leader) goes on in the background. Its deadline change, or its ack without exactly-once,
-        takes effect in this process at once and is answered OK: it is in the next checkpoint,
-        and if this process dies first the message is only delivered again, as at-least-once
-        allows. An exactly-once ack is answered OK only once durable: until then its ids are
+        Without exactly-once a deadline change is not waited for at all: it takes effect in
+        this process at once and its write goes on in the background. An ack write still under
+        way after SETTLE_PATIENCE_SECONDS (its log partition lost its leader) goes on in the
+        background too, and so does a deadline change with exactly-once; either takes effect
+        here at once and is answered OK: it is in the next checkpoint, and if this process dies
+        first the message is only delivered again, as at-least-once allows. An exactly-once ack is answered OK only once durable: until then its ids are
         reported as transient failures, which the client retries."""
         refs = parse(res, ack_ids)
         epoch = res.meta.epoch
@@ -279,7 +286,10 @@ class AckPath:
             # confirmed is final: the ordering rule redelivers only what is not acked.)
             ordered = seconds is None and res.proto.enable_message_ordering
             cmds = ordered_acks(runner, valid, epoch) if ordered else commands(valid, seconds, epoch)
-            _, failed = await self._write(res, cmds, settles, early=True)
+            # A deadline change (a nack included) need not be durable before OK: lost, it
+            # only moves a redelivery (docs/lease-log.md). It takes effect here at once.
+            patience = SETTLE_PATIENCE_SECONDS if seconds is None else 0.0
+            _, failed = await self._write(res, cmds, settles, early=True, patience=patience)
             _count(runner, valid, seconds, failed.keys())
             if failed:
                 raise next(iter(failed.values()))
