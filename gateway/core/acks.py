@@ -270,8 +270,9 @@ class AckPath:
         way after SETTLE_PATIENCE_SECONDS (its log partition lost its leader) goes on in the
         background too, and so does a deadline change with exactly-once; either takes effect
         here at once and is answered OK: it is in the next checkpoint, and if this process dies
-        first the message is only delivered again, as at-least-once allows. An exactly-once ack is answered OK only once durable: until then its ids are
-        reported as transient failures, which the client retries."""
+        first the message is only delivered again, as at-least-once allows. An exactly-once ack
+        is answered OK only once durable: until then its ids are reported as transient
+        failures, which the client retries."""
         refs = parse(res, ack_ids)
         epoch = res.meta.epoch
         settles = seconds in (None, 0)

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from gateway.clock import now_ms
+from gateway.clock import now_ms, within
 from gateway.core import peers, policies
 from gateway.core.acks import AckPath, LogWriter
 from gateway.core.expiration import ActivityRecorder
@@ -238,7 +238,7 @@ class DeliveryService:
             # The first pull of a runner: joining the group does not count as waiting for
             # messages (--pull-max-wait-seconds), only against the caller's own deadline.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(runner.joined.wait(), min(JOIN_WAIT_SECONDS, wait_seconds))
+                await within(runner.joined.wait(), min(JOIN_WAIT_SECONDS, wait_seconds))
             self._activity.touch(self._store.get("subscription", res.name) or res)  # still in use
         if not runner.caught_up.is_set():
             await runner.catch_up(max_messages, min(CATCH_UP_SECONDS, last - loop.time()))
@@ -258,7 +258,7 @@ class DeliveryService:
             if runner.has_ready():
                 continue
             try:
-                await asyncio.wait_for(runner.ready.wait(), max(0.001, remaining))
+                await within(runner.ready.wait(), max(0.001, remaining))
             except TimeoutError:
                 pass
         return await self.deliver(res, runner, taken, lease_until)

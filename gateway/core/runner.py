@@ -19,7 +19,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from gateway.clock import now_ms
+from gateway.clock import now_ms, within
 from gateway.core.acks import LogWriter
 from gateway.core.policies import Policies, dead_letter_headers
 from gateway.core.tally import Tally
@@ -258,7 +258,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             if left <= 0:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.caught_up.wait(), min(left, CATCH_UP_POLL_SECONDS))
+                await within(self.caught_up.wait(), min(left, CATCH_UP_POLL_SECONDS))
 
     def ready_count(self) -> int:
         return sum(s.ready_count for s in self._deliverable())

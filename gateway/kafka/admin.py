@@ -30,6 +30,7 @@ from confluent_kafka.admin import NewTopic as NewTopic  # type: ignore[attr-defi
 from confluent_kafka.admin import OffsetSpec as OffsetSpec  # type: ignore[attr-defined]
 from confluent_kafka.admin import ResourceType as ResourceType  # type: ignore[attr-defined]
 
+from gateway.clock import within
 from gateway.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unavailable
 from gateway.kafka import client_config
 from gateway.kafka.acls import GROUP, INTERNAL_TOPIC_OPERATIONS, TOPIC, Need, denial, missing
@@ -76,7 +77,7 @@ async def _await(fut: concurrent.futures.Future[T], what: str, *needs: Need) -> 
     """The future's result; Kafka's errors as core errors (`needs`: what the call needs of the
     authorizer, named when it refuses)."""
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(fut), TIMEOUT)
+        return await within(asyncio.wrap_future(fut), TIMEOUT)
     except TimeoutError as exc:
         raise Unavailable(f"{what}: Kafka did not answer within {TIMEOUT:.0f} s") from exc
     except KafkaException as exc:

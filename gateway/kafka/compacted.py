@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from gateway.clock import within
 from gateway.errors import Unavailable
 from gateway.kafka import consumer as kafka_consumer
 
@@ -64,7 +65,7 @@ class CompactedFollower:
         fut: asyncio.Future[None] = self._loop.create_future()
         self._waiters.append((offset, fut))
         try:
-            await asyncio.wait_for(fut, wait)
+            await within(fut, wait)
         except TimeoutError as exc:
             raise Unavailable(self._late) from exc
 

@@ -22,6 +22,7 @@ from aiohttp import web
 from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 from grpc_health.v1.health import aio as health_aio  # type: ignore[import-untyped]
 
+from gateway.clock import within
 from gateway.kafka.admin import Admin
 
 log = logging.getLogger(__name__)
@@ -68,13 +69,13 @@ class Health:
         await self.servicer.enter_graceful_shutdown()
 
     async def _probe_loop(self) -> None:
-        while True:
+        while self.reason != STOPPING:  # as well as the cancel: a loop must not outlive stop()
             await asyncio.sleep(PROBE_SECONDS)
             await self._probe()
 
     async def _probe(self) -> None:
         try:
-            await asyncio.wait_for(self._admin.partitions(self._topic), PROBE_TIMEOUT)
+            await within(self._admin.partitions(self._topic), PROBE_TIMEOUT)
             error = None
         except TimeoutError:
             error = f"Kafka did not answer within {PROBE_TIMEOUT:g} s"

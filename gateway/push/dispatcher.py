@@ -43,6 +43,7 @@ import logging
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Protocol
 
+from gateway.clock import within
 from gateway.errors import GatewayError
 from gateway.push import sender
 from gateway.push.settle import Settler
@@ -202,7 +203,7 @@ class Dispatcher:
 
     async def _pause(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+            await within(self._stopping.wait(), seconds)
 
     async def _pump(self, session: StreamSession, room: int) -> None:
         """Push what the session hands out; return when it should be reopened with another size."""
@@ -276,7 +277,7 @@ class Dispatcher:
                 return
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), wait if wait > 0 else None)
+                await within(self._changed.wait(), wait if wait > 0 else None)
 
     # -- pushes ----------------------------------------------------------------------------
 

@@ -106,3 +106,33 @@ async def test_a_shutdown_step_that_fails_still_raises() -> None:
 
     with pytest.raises(OSError, match="socket"):
         await _bounded_step(broken, ("socket",), 5)
+
+
+async def test_a_cancellation_as_the_awaited_thing_completes_is_not_lost() -> None:
+    """What held a gateway's shutdown for ever: Python 3.11's asyncio.wait_for returns the
+    result when the task is cancelled just as the awaited future completes, and the cancelled
+    loop (the readiness probe) ran on while stop() awaited it. `within` lets it through."""
+    from gateway.clock import within
+
+    fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    went_on: list[int] = []
+
+    async def probe_loop() -> None:
+        went_on.append(await within(fut, 10))
+
+    task = asyncio.create_task(probe_loop())
+    await asyncio.sleep(0)  # the task now waits on fut
+    fut.set_result(1)
+    task.cancel()  # in the same turn of the loop
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert went_on == []
+
+
+async def test_within_times_out_and_passes_results_through() -> None:
+    from gateway.clock import within
+
+    assert await within(asyncio.sleep(0, "done"), 1) == "done"
+    assert await within(asyncio.sleep(0, "no limit"), None) == "no limit"
+    with pytest.raises(TimeoutError):
+        await within(asyncio.Event().wait(), 0.05)
