@@ -249,7 +249,8 @@ class Gateway:
         own: SharedPort | None = None
         if self.worker is not None:
             assert pumps is not None
-            own = await self._shared_port(pumps, tls, 0)
+            first = s.worker_ports_from
+            own = await self._shared_port(pumps, tls, first + self.worker - 1 if first else 0)
             self.worker_port = own.port
         delivery.connect_peers(self._peer_address(), peers)
         await server.start()

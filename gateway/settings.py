@@ -190,6 +190,11 @@ class Settings:
         "process serves alone. More: this process supervises them, restarts one that dies, "
         "and stops them all on SIGTERM (docs/architecture.md, Workers)",
     )
+    worker_ports_from: int = setting(
+        0,
+        "with --workers N: worker i's own port (gRPC and REST, its /metrics; where the others "
+        "forward acks to it) is this + i - 1; 0 (the default): one the system picks at each start",
+    )
     worker_max_restarts: int = setting(
         5,
         "with --workers above 1: restarts of dead workers allowed within 5 minutes; one more "
@@ -498,6 +503,15 @@ class Settings:
             raise SettingsError(f"--workers must be 1..{MAX_WORKERS}, got {self.workers}")
         if not 0 <= self.worker_max_restarts <= 100:
             raise SettingsError(f"--worker-max-restarts must be 0..100, got {self.worker_max_restarts}")
+        last = self.worker_ports_from + self.workers - 1
+        if self.worker_ports_from and not 1 <= self.worker_ports_from <= last <= 65535:
+            raise SettingsError(
+                f"--worker-ports-from {self.worker_ports_from}: ports up to {last} must be 1..65535"
+            )
+        if self.worker_ports_from and self.workers == 1:
+            raise SettingsError(
+                "--worker-ports-from applies with --workers above 1: one process has no worker ports"
+            )
         if self.workers > 1 and not sys.platform.startswith("linux"):
             # Elsewhere SO_REUSEPORT does not spread connections: the last process bound gets all.
             raise SettingsError(

@@ -52,6 +52,17 @@ def test_worker_max_restarts_out_of_range_is_refused(value: int) -> None:
         parse(["--worker-max-restarts", str(value)])
 
 
+def test_worker_ports() -> None:
+    assert parse(["--workers", "4", "--worker-ports-from", "9000"]).worker_ports_from == 9000
+    assert parse(["--workers", "2", "--worker-ports-from", "65534"]).worker_ports_from == 65534
+    with pytest.raises(SettingsError, match=r"ports up to 65536 must be 1\.\.65535"):
+        parse(["--workers", "2", "--worker-ports-from", "65535"])
+    with pytest.raises(SettingsError, match="--worker-ports-from -1"):
+        parse(["--workers", "2", "--worker-ports-from", "-1"])
+    with pytest.raises(SettingsError, match="applies with --workers above 1"):
+        parse(["--worker-ports-from", "9000"])
+
+
 def test_the_command_refuses_bad_workers_before_starting_anything(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["serve", "--workers", "0"], ["serve", "--workers", "65"], ["serve", "--workers", "two"]):
         with pytest.raises(SystemExit) as exit_info:
