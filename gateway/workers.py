@@ -31,6 +31,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import ipaddress
 import logging
 import os
 import pickle
@@ -64,6 +65,10 @@ def reserve_port(host: str, port: int) -> socket.socket:
     the workers (port 0: the system picks one), and never gets a connection."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
+    if port and _answers(family, address[0], port):
+        # Another process listening with SO_REUSEPORT (another `--workers` gateway of this
+        # user) would let the bind pass and share its connections with us: refuse instead.
+        raise OSError(f"cannot listen on {host}:{port}: another process listens there")
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -73,6 +78,16 @@ def reserve_port(host: str, port: int) -> socket.socket:
         sock.close()
         raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
     return sock
+
+
+def _answers(family: int, address: str, port: int) -> bool:
+    """Whether something accepts connections at (address, port); a wildcard address is
+    tried on loopback."""
+    if ipaddress.ip_address(address.split("%")[0]).is_unspecified:
+        address = "127.0.0.1" if family == socket.AF_INET else "::1"
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        return probe.connect_ex((address, port)) == 0
 
 
 def describe_exit(code: int) -> str:

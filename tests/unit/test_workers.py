@@ -136,6 +136,17 @@ def test_reserving_a_port_in_use_says_which() -> None:
             workers.reserve_port("127.0.0.1", port)
 
 
+def test_a_port_another_reuse_port_process_listens_on_is_refused() -> None:
+    """SO_REUSEPORT alone would let a second `--workers` gateway of this user share the port."""
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        with pytest.raises(OSError, match="another process listens there"):
+            workers.reserve_port("127.0.0.1", port)
+
+
 def test_worker_log_lines_carry_the_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [])
