@@ -65,7 +65,7 @@ def reserve_port(host: str, port: int) -> socket.socket:
     the workers (port 0: the system picks one), and never gets a connection."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
-    if port and _answers(family, address[0], port):
+    if port and _answers(family, str(address[0]), port):
         # Another process listening with SO_REUSEPORT (another `--workers` gateway of this
         # user) would let the bind pass and share its connections with us: refuse instead.
         raise OSError(f"cannot listen on {host}:{port}: another process listens there")
