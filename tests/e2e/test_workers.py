@@ -22,7 +22,7 @@ from google.pubsub_v1.services.publisher import PublisherClient as PublisherGapi
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
 from tests.conftest import GatewayFactory
-from tests.e2e.clients import clients, pull_nothing
+from tests.e2e.clients import clients, exactly_once_backlog, pull_nothing
 from tests.gateways import GatewayProcess
 
 pytestmark = pytest.mark.integration
@@ -86,19 +86,8 @@ def test_a_killed_worker_loses_no_ack_and_no_message(
 ) -> None:
     gw = start_gateway("--workers", "2", "--worker-max-restarts", "2")
     pub, sub = clients(gw)
-    topic, subscription = names("topics"), names("subscriptions")
-    pub.create_topic(name=topic)
-    sub.create_subscription(
-        request={
-            "name": subscription,
-            "topic": topic,
-            "ack_deadline_seconds": 10,
-            "enable_exactly_once_delivery": True,
-        }
-    )
     total = 1500
-    for future in [pub.publish(topic, f"m{i}".encode()) for i in range(total)]:
-        future.result(timeout=60)
+    _, subscription = exactly_once_backlog(pub, sub, names, total)
 
     lock = threading.Lock()
     confirmed: dict[bytes, float] = {}  # data -> when its ack was confirmed

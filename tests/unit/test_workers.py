@@ -3,7 +3,6 @@ holds, the workers' log lines (gateway.workers, gateway.observe.logs)."""
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import logging
@@ -15,14 +14,9 @@ import pytest
 
 from gateway import cli, workers
 from gateway.observe import logs
-from gateway.settings import MAX_WORKERS, Settings, SettingsError, add_arguments, from_namespace
+from gateway.settings import MAX_WORKERS, Settings, SettingsError
 from gateway.wire.connections import grpc_options
-
-
-def parse(argv: list[str], env: dict[str, str] | None = None) -> Settings:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser, env=env or {})
-    return from_namespace(parser.parse_args(argv))
+from tests.unit.test_settings import parse
 
 
 def test_one_worker_by_default() -> None:
