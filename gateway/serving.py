@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Coroutine
 
 from gateway import settings as settings_mod
@@ -17,6 +18,8 @@ from gateway.errors import GatewayError
 
 EXIT_CANNOT_START = 1  # Kafka lacks or refuses what the gateway needs: the message says what
 EXIT_BROKER_LOST = 3  # the embedded broker died and could not be restarted
+EXIT_ORPHAN_TIMEOUT = 5  # a worker whose supervisor died could not stop in time
+STOP_MARGIN_SECONDS = 30.0  # after --shutdown-grace-seconds, before a worker that has not stopped is ended
 
 log = logging.getLogger("gateway")
 
@@ -33,7 +36,9 @@ async def serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     if lifeline is not None:
-        loop.add_reader(lifeline, _orphaned, lifeline, stop)
+        loop.add_reader(
+            lifeline, _orphaned, lifeline, stop, settings.shutdown_grace_seconds + STOP_MARGIN_SECONDS
+        )
     async with Gateway(settings, on_failure=stop.set, worker=worker) as gw:
         # What exists now (modules, protos, clients, the resources read at start) lives as long as
         # the process: out of the collector's sight, a full collection scans ~1,000 objects
@@ -60,10 +65,21 @@ async def serve(
     return 0 if gw.failure is None else EXIT_BROKER_LOST
 
 
-def _orphaned(lifeline: int, stop: asyncio.Event) -> None:
+def _orphaned(lifeline: int, stop: asyncio.Event, seconds: float) -> None:
+    """Stop as on SIGTERM, but within `seconds` whatever happens: nobody is left to send
+    SIGKILL to a worker whose shutdown hangs (its Kafka gone too, say)."""
     asyncio.get_running_loop().remove_reader(lifeline)
-    log.warning("the supervisor is gone: stopping")
+    log.warning("the supervisor is gone: stopping (within %.0f s)", seconds)
     stop.set()
+    deadline = threading.Timer(seconds, _exit_now, (seconds,))
+    deadline.daemon = True
+    deadline.start()
+
+
+def _exit_now(seconds: float) -> None:
+    log.error("the supervisor is gone and stopping took over %.0f s: exiting now", seconds)
+    logging.shutdown()
+    os._exit(EXIT_ORPHAN_TIMEOUT)
 
 
 def run(settings: settings_mod.Settings, worker: int | None = None, lifeline: int | None = None) -> int:

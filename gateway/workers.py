@@ -22,7 +22,9 @@ The supervisor (this process, the parent):
   then 30 s more before SIGKILL).
 
 A worker whose supervisor is gone (killed with SIGKILL) stops by itself: it holds the read end
-of a pipe whose only write end the supervisor has (the lifeline), and ends when it reads EOF.
+of a pipe whose only write end the supervisor has (the lifeline), and ends when it reads EOF:
+as on SIGTERM, but exiting (status 5) if that takes over --shutdown-grace-seconds + 30 s,
+since nobody is left to kill it.
 """
 
 from __future__ import annotations
@@ -52,7 +54,6 @@ log = logging.getLogger("gateway.workers")
 EXIT_WORKERS_LOST = 4  # workers died more often than --worker-max-restarts allows
 RESTART_WINDOW_SECONDS = 300.0  # --worker-max-restarts counts deaths within this window
 READY_TIMEOUT_SECONDS = 180.0  # a worker's start: Kafka metadata, the resources read whole
-STOP_MARGIN_SECONDS = 30.0  # after --shutdown-grace-seconds, before a worker gets SIGKILL
 
 
 def supervise(settings: Settings) -> int:
@@ -311,7 +312,7 @@ class Supervisor:
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
-        timeout = self._settings.shutdown_grace_seconds + STOP_MARGIN_SECONDS
+        timeout = self._settings.shutdown_grace_seconds + serving.STOP_MARGIN_SECONDS
         for proc in procs:
             try:
                 async with asyncio.timeout(timeout):
