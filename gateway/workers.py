@@ -165,10 +165,12 @@ class Supervisor:
             keepers = [
                 asyncio.create_task(self._keep(n), name=f"worker {n}") for n in range(1, s.workers + 1)
             ]
-            ready = asyncio.create_task(self._ready.wait())
-            await asyncio.wait(
-                [ready, asyncio.create_task(self._stop.wait())], return_when=asyncio.FIRST_COMPLETED
-            )
+            for keeper in keepers:
+                keeper.add_done_callback(self._keeper_done)
+            waits = [asyncio.create_task(self._ready.wait()), asyncio.create_task(self._stop.wait())]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for wait in waits:
+                wait.cancel()
             if self._ready.is_set() and not self._stop.is_set():
                 rest = rest_port if rest_port is not None else port
                 workers = ",".join(self._addresses[n] for n in sorted(self._addresses))
@@ -191,6 +193,11 @@ class Supervisor:
                 keeper.cancel()
             await asyncio.gather(*keepers, return_exceptions=True)
         return self._status
+
+    def _keeper_done(self, keeper: asyncio.Task[None]) -> None:
+        """A keeper that failed (a worker that could not even be spawned) stops them all."""
+        if not keeper.cancelled() and (exc := keeper.exception()) is not None:
+            self._fail(serving.EXIT_CANNOT_START, f"{keeper.get_name()}: {exc!r}")
 
     async def _kafka(self, stack: contextlib.AsyncExitStack) -> str:
         """The bootstrap the workers use: --kafka-bootstrap, or the embedded broker's."""
