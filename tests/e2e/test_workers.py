@@ -22,8 +22,8 @@ from google.pubsub_v1.services.publisher import PublisherClient as PublisherGapi
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
 from tests.conftest import GatewayFactory
-from tests.e2e.clients import clients, exactly_once_backlog, pull_nothing
-from tests.gateways import GatewayProcess
+from tests.e2e.clients import await_subscription, clients, exactly_once_backlog, pull_nothing
+from tests.gateways import GatewayProcess, emulator_env
 
 pytestmark = pytest.mark.integration
 
@@ -71,23 +71,56 @@ def test_connections_spread_over_both_workers(
     pub, _ = clients(gw)
     topic = names("topics")
     pub.create_topic(name=topic)
+    for address in own:  # each worker follows the resources, as a process on another host does
+        _await_topic(address, topic)
+    before = [_get_topic_calls(_metrics(address)) for address in own]
     for _ in range(CONNECTIONS):
         channel = grpc.insecure_channel(gw.address, options=[("grpc.use_local_subchannel_pool", 1)])
         with channel:
             client = PublisherGapic(transport=PublisherGrpcTransport(channel=channel))
             assert client.get_topic(topic=topic).name == topic
-    calls = [_get_topic_calls(_metrics(address)) for address in own]
+    calls = [_get_topic_calls(_metrics(address)) - n for address, n in zip(own, before, strict=True)]
     assert sum(calls) == CONNECTIONS
     assert all(n > 0 for n in calls), f"GetTopic calls per worker: {calls}"
+
+
+def _await_topic(address: str, topic: str, seconds: float = 10.0) -> None:
+    """Until the worker at its own `address` knows the topic another worker created."""
+    with grpc.insecure_channel(address) as channel:
+        client = PublisherGapic(transport=PublisherGrpcTransport(channel=channel))
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                client.get_topic(topic=topic)
+                return
+            except NotFound:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+def _first_worker(gw: GatewayProcess) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient]:
+    """Clients of worker 1 alone (its own port): resources made through them are made in one
+    process, whose changes the other follows within about a second (as another host would)."""
+    with emulator_env(gw.ready["workers"].split(",")[0]):
+        return pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+
+
+def _await_everywhere(gw: GatewayProcess, subscription: str) -> None:
+    """Until every worker knows the subscription (and so its topic)."""
+    for address in gw.ready["workers"].split(","):
+        with emulator_env(address):
+            await_subscription(pubsub_v1.SubscriberClient(), subscription, seconds=10.0)
 
 
 def test_a_killed_worker_loses_no_ack_and_no_message(
     start_gateway: GatewayFactory, names: Callable[[str], str]
 ) -> None:
     gw = start_gateway("--workers", "2", "--worker-max-restarts", "2")
-    pub, sub = clients(gw)
     total = 1500
-    _, subscription = exactly_once_backlog(pub, sub, names, total)
+    _, subscription = exactly_once_backlog(*_first_worker(gw), names, total)
+    _await_everywhere(gw, subscription)
+    _, sub = clients(gw)
 
     lock = threading.Lock()
     confirmed: dict[bytes, float] = {}  # data -> when its ack was confirmed
@@ -183,10 +216,12 @@ def test_publish_fails_over_between_workers_not_lost(
     """Publishing goes on through the one port while a worker is killed: every publish that
     returned a message id is delivered."""
     gw = start_gateway("--workers", "2")
-    pub, sub = clients(gw)
+    admin_pub, admin_sub = _first_worker(gw)
     topic, subscription = names("topics"), names("subscriptions")
-    pub.create_topic(name=topic)
-    sub.create_subscription(name=subscription, topic=topic)
+    admin_pub.create_topic(name=topic)
+    admin_sub.create_subscription(name=subscription, topic=topic)
+    _await_everywhere(gw, subscription)
+    pub, sub = clients(gw)
     published: set[bytes] = set()
     victim = _worker_processes(gw)[0]
     for i in range(600):
