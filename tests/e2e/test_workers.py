@@ -22,7 +22,7 @@ from google.pubsub_v1.services.publisher import PublisherClient as PublisherGapi
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
 from tests.conftest import GatewayFactory
-from tests.e2e.clients import await_subscription, clients, exactly_once_backlog, pull_nothing
+from tests.e2e.clients import await_found, await_subscription, clients, exactly_once_backlog, pull_nothing
 from tests.gateways import GatewayProcess, emulator_env
 
 pytestmark = pytest.mark.integration
@@ -84,19 +84,11 @@ def test_connections_spread_over_both_workers(
     assert all(n > 0 for n in calls), f"GetTopic calls per worker: {calls}"
 
 
-def _await_topic(address: str, topic: str, seconds: float = 10.0) -> None:
+def _await_topic(address: str, topic: str) -> None:
     """Until the worker at its own `address` knows the topic another worker created."""
     with grpc.insecure_channel(address) as channel:
         client = PublisherGapic(transport=PublisherGrpcTransport(channel=channel))
-        deadline = time.monotonic() + seconds
-        while True:
-            try:
-                client.get_topic(topic=topic)
-                return
-            except NotFound:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        await_found(lambda: client.get_topic(topic=topic), seconds=10.0)
 
 
 def _first_worker(gw: GatewayProcess) -> tuple[pubsub_v1.PublisherClient, pubsub_v1.SubscriberClient]:
@@ -113,6 +105,7 @@ def _await_everywhere(gw: GatewayProcess, subscription: str) -> None:
             await_subscription(pubsub_v1.SubscriberClient(), subscription, seconds=10.0)
 
 
+@pytest.mark.timeout(300)  # ~80 s here: 1,500 messages, a takeover after the session timeout
 def test_a_killed_worker_loses_no_ack_and_no_message(
     start_gateway: GatewayFactory, names: Callable[[str], str]
 ) -> None:
