@@ -87,7 +87,7 @@ class Bench:
         return f"projects/bench/{collection}/{label}-{self.uid}"
 
     def window(self, gateways: list[GatewayProc] | None = None) -> Window:
-        return Window([g.pid for g in (gateways or self.gateways[:1])], self.kafka_pid)
+        return Window([p for g in (gateways or self.gateways[:1]) for p in g.pids], self.kafka_pid)
 
     def run(
         self,

@@ -48,6 +48,11 @@ class GatewayProc:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def pids(self) -> list[int]:
+        """The gateway's processes: itself, and with `--workers N` its workers (its children)."""
+        return [self.proc.pid, *procstats.children_of(self.proc.pid)]
+
     def _await_ready(self) -> tuple[str, str]:
         found: list[str] = []
         stdout = self.proc.stdout

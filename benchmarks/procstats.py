@@ -45,6 +45,17 @@ def _kib_to_mb(text: str) -> float:
     return int(text.split()[0]) / 1024
 
 
+def children_of(pid: int) -> list[int]:
+    """The child processes of `pid` (from /proc/<pid>/task/*/children); none if it is gone."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found.extend(int(child) for child in task.read_text().split())
+        except OSError:
+            continue
+    return sorted(found)
+
+
 def machine_busy_s() -> float:
     """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]

@@ -113,12 +113,24 @@ async def _bounded_step(
 
 class Gateway:
     """`on_failure` is called (on the event loop) when the gateway cannot go on serving: the
-    embedded broker died and could not be restarted. `failure` then says why."""
+    embedded broker died and could not be restarted. `failure` then says why.
 
-    def __init__(self, settings: Settings, on_failure: Callable[[], None] | None = None) -> None:
+    `worker` (1..N) makes it one of the workers of `serve --workers N` (gateway/workers.py): it
+    shares its public port(s) with the others (SO_REUSEPORT), and has a port of its own besides
+    (`worker_port`, gRPC and REST on it), where the others forward acks to it: the public port
+    would reach any of them."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        on_failure: Callable[[], None] | None = None,
+        worker: int | None = None,
+    ) -> None:
         self.settings = settings
+        self.worker = worker
         self.port = 0
         self.rest_port = 0
+        self.worker_port = 0
         self.bootstrap = settings.kafka_bootstrap or ""
         self.failure: str | None = None
         self._on_failure = on_failure
@@ -169,7 +181,7 @@ class Gateway:
         await asyncio.to_thread(check_connection, config)
 
         admin = Admin(config, s.replication_factor)
-        observe = self.observe = Observer(s)  # metrics, health, spans (docs/metrics.md)
+        observe = self.observe = Observer(s, self.worker)  # metrics, health, spans (docs/metrics.md)
         producer = Producer(config, observe.kafka.config())
         await stack.enter_async_context(producer)
         resource_topic = names.internal_topic(s.internal_prefix, "resources")
@@ -187,7 +199,7 @@ class Gateway:
         self._on_stop(delivery.stop)
 
         server = grpc.aio.server(
-            options=grpc_options(s),
+            options=grpc_options(s, reuse_port=self.worker is not None),
             maximum_concurrent_rpcs=s.grpc_max_concurrent_rpcs,
             interceptors=observe.interceptors,
         )
@@ -240,9 +252,11 @@ class Gateway:
         )
         await observe.start_health(server, admin, resource_topic, services)
         shared: SharedPort | None = None
+        pumps = await self._unix_socket(server, tls) if s.shares_port or self.worker is not None else None
         if s.shares_port:
-            shared = await self._shared_port(server, tls)
-            self.port = shared.port
+            assert pumps is not None
+            shared = await self._shared_port(pumps, tls, s.port, reuse_port=self.worker is not None)
+            self.shared_port, self.port = shared, shared.port
         else:
             address = f"{s.host}:{s.port}"
             if tls is None:
@@ -256,7 +270,13 @@ class Gateway:
             None if tls is None else tls.peer_credentials(s.tls_peer_ca_file or s.tls_client_ca_file),
         )
         self._on_stop(peers.close)
-        delivery.connect_peers(s.advertise_address or f"{s.host}:{self.port}", peers)
+        own: SharedPort | None = None
+        if self.worker is not None:
+            assert pumps is not None
+            first = s.worker_ports_from
+            own = await self._shared_port(pumps, tls, first + self.worker - 1 if first else 0)
+            self.worker_port = own.port
+        delivery.connect_peers(self._peer_address(), peers)
         await server.start()
         self._server = server
         self._on_stop(server.stop, s.shutdown_grace_seconds)
@@ -291,13 +311,16 @@ class Gateway:
                 idle_timeout=s.http_idle_timeout_seconds,
             ),
             tls=None if tls is None else tls.rest_context,
+            reuse_port=self.worker is not None,
         )
         self._on_stop(rest_server.stop)
         await rest_server.start()
+        for port in (shared, own):
+            if port is not None:
+                assert rest_server.guard is not None
+                port.serve(rest_server.guard)  # on the way out: closed before REST and gRPC stop
+                self._on_stop(port.close)
         if shared is not None:
-            assert rest_server.guard is not None
-            shared.serve(rest_server.guard)  # on the way out: closed before REST and gRPC stop
-            self._on_stop(shared.close)
             self.rest_port = self.port
         else:
             self.rest_port = rest_server.port
@@ -354,12 +377,22 @@ class Gateway:
         )
         return tls
 
-    async def _shared_port(self, server: grpc.aio.Server, tls: GatewayTls | None) -> SharedPort:
-        """Take the public port, and put the gRPC server on a unix socket in a directory only
-        this user may enter: the pumps reach it there, and nobody gets around the port's limits.
-        The pumps end after the server has stopped (its calls end through them). Under TLS
-        the gRPC server terminates it on that socket: the pumps pass its bytes as they are."""
-        s, stack = self.settings, self._stack
+    def _peer_address(self) -> str:
+        """Where the other processes reach this one (the client id of its consumer-group
+        members): --advertise-address, else --host and the port. A worker's is its own port,
+        with the host of --advertise-address if given."""
+        s = self.settings
+        if self.worker is None:
+            return s.advertise_address or f"{s.host}:{self.port}"
+        host = s.advertise_address.rsplit(":", 1)[0] if s.advertise_address else s.host
+        return f"{host}:{self.worker_port}"
+
+    async def _unix_socket(self, server: grpc.aio.Server, tls: GatewayTls | None) -> Pumps:
+        """Put the gRPC server on a unix socket in a directory only this user may enter: the
+        pumps of shared ports reach it there, and nobody gets around the ports' limits. The
+        pumps end after the server has stopped (its calls end through them). Under TLS the
+        gRPC server terminates it on that socket: the pumps pass its bytes as they are."""
+        stack = self._stack
         await asyncio.to_thread(_remove_stale_socket_dirs)
         directory = tempfile.mkdtemp(prefix=SOCKET_DIR_PREFIX)
         stack.callback(shutil.rmtree, directory, ignore_errors=True)
@@ -374,16 +407,25 @@ class Gateway:
             raise OSError(f"cannot listen on the unix socket {target}")
         pumps = Pumps(target)
         self._on_stop(pumps.close)  # pushed before server.stop: runs after it
+        return pumps
+
+    async def _shared_port(
+        self, pumps: Pumps, tls: GatewayTls | None, port: int, *, reuse_port: bool = False
+    ) -> SharedPort:
+        """A port for gRPC and REST (the public one, or a worker's own), its gRPC connections
+        pumped to the server's unix socket."""
+        s = self.settings
         limits = PortLimits(
             s.first_bytes_timeout_seconds,
             s.max_pending_connections,
             s.grpc_max_connections,
             s.http_header_timeout_seconds,
         )
-        shared = SharedPort(s.host, s.port, limits, pumps, None if tls is None else tls.rest_context)
+        shared = SharedPort(
+            s.host, port, limits, pumps, None if tls is None else tls.rest_context, reuse_port=reuse_port
+        )
         self._on_stop(shared.close)  # a start that fails later lets the port go
         await shared.bind()
-        self.shared_port = shared
         return shared
 
     async def stop(self) -> None:

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar, get_type_hints
@@ -24,6 +25,7 @@ from gateway.translate.records import MAX_GRPC_MESSAGE
 
 ENV_PREFIX = "PUBSUB_GATEWAY_"
 MIN_PULL_RESPONSE_BYTES = 1024 * 1024
+MAX_WORKERS = 64  # processes of one `serve --workers N`: more than any machine here has cores
 # Kafka options whose values are masked in logs: passwords, keys, and whole JAAS or OAuth configs.
 _SECRET_WORDS = ("password", "secret", "token", "key", "jaas", "oauthbearer.config", "credential")
 
@@ -180,6 +182,24 @@ class Settings:
     kafka_bootstrap: str | None = setting(
         None, "HOST:PORT of an existing Kafka cluster; without it an embedded local broker runs"
     )
+    # More than one: gateway/workers.py supervises that many processes on the same port(s).
+    workers: int = setting(
+        1,
+        "gateway processes serving --port (and --rest-port) together, the kernel spreading "
+        f"connections among them (SO_REUSEPORT; Linux); 1..{MAX_WORKERS}. 1 (the default): this "
+        "process serves alone. More: this process supervises them, restarts one that dies, "
+        "and stops them all on SIGTERM (docs/architecture.md, Workers)",
+    )
+    worker_ports_from: int = setting(
+        0,
+        "with --workers N: worker i's own port (gRPC and REST, its /metrics; where the others "
+        "forward acks to it) is this + i - 1; 0 (the default): one the system picks at each start",
+    )
+    worker_max_restarts: int = setting(
+        5,
+        "with --workers above 1: restarts of dead workers allowed within 5 minutes; one more "
+        "death stops them all and exits with status 4 (default 5; 0 exits at the first)",
+    )
     kafka_config: Mapping[str, str] = repeatable_setting(
         "extra librdkafka option for every client (repeatable), e.g. security.protocol=SSL; "
         "the variable separates entries by commas, or by newlines when it holds one",
@@ -238,7 +258,7 @@ class Settings:
     shutdown_timeout_seconds: float = setting(
         25.0,
         "longest a shutdown may take (SIGTERM or SIGINT): past it the gateway prints what is "
-        "still running and exits with status 4, as a kill would end it; nothing acknowledged is "
+        "still running and exits with status 6, as a kill would end it; nothing acknowledged is "
         "lost (default 25, under Kubernetes' 30 s grace period; 0 waits for ever)",
     )
     expiration_check_seconds: float = setting(
@@ -426,6 +446,7 @@ class Settings:
             raise SettingsError(f"--port must be 0..65535, got {self.port}")
         if self.rest_port is not None and not 0 <= self.rest_port <= 65535:
             raise SettingsError(f"--rest-port must be 0..65535 or shared, got {self.rest_port}")
+        self._validate_workers()
         if not 0 <= self.kafka_port <= 65535:
             raise SettingsError(f"--kafka-port must be 0..65535, got {self.kafka_port}")
         if self.default_partitions < 1:
@@ -488,6 +509,27 @@ class Settings:
         if self.log_level.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
             raise SettingsError("--log-level must be DEBUG, INFO, WARNING or ERROR")
         return self
+
+    def _validate_workers(self) -> None:
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise SettingsError(f"--workers must be 1..{MAX_WORKERS}, got {self.workers}")
+        if not 0 <= self.worker_max_restarts <= 100:
+            raise SettingsError(f"--worker-max-restarts must be 0..100, got {self.worker_max_restarts}")
+        last = self.worker_ports_from + self.workers - 1
+        if self.worker_ports_from and not 1 <= self.worker_ports_from <= last <= 65535:
+            raise SettingsError(
+                f"--worker-ports-from {self.worker_ports_from}: ports up to {last} must be 1..65535"
+            )
+        if self.worker_ports_from and self.workers == 1:
+            raise SettingsError(
+                "--worker-ports-from applies with --workers above 1: one process has no worker ports"
+            )
+        if self.workers > 1 and not sys.platform.startswith("linux"):
+            # Elsewhere SO_REUSEPORT does not spread connections: the last process bound gets all.
+            raise SettingsError(
+                f"--workers {self.workers} needs Linux (SO_REUSEPORT spreading connections); "
+                f"run one process per core instead on {sys.platform}"
+            )
 
     def _validate_limits(self) -> None:
         for flag, value in (

@@ -2,7 +2,7 @@
 consumer groups; each of those steps waits on something outside the process (a client, the
 broker). Should one never finish, an operator's SIGTERM must still end the process: past
 `--shutdown-timeout-seconds` the watchdog prints what is still running (the event loop's tasks
-with their stacks, then every thread's stack) and exits with status 4. That is as safe as a kill:
+with their stacks, then every thread's stack) and exits with status 6. That is as safe as a kill:
 the gateway answers OK only for what Kafka already holds (docs/lease-log.md), and leases held by a
 process that vanished expire and are delivered again.
 
@@ -24,7 +24,7 @@ from typing import TextIO
 
 log = logging.getLogger(__name__)
 
-EXIT_SHUTDOWN_STUCK = 4
+EXIT_SHUTDOWN_STUCK = 6
 LOOP_ANSWER_SECONDS = 2.0  # a loop that cannot list its tasks in this time is blocked
 
 

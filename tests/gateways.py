@@ -45,6 +45,7 @@ class GatewayProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.address = ""
         self.rest_address = ""
+        self.ready: dict[str, str] = {}  # the READY line's fields (`workers` with --workers N)
         self._starts = 0
         self.log_paths: list[Path] = []
 
@@ -69,7 +70,7 @@ class GatewayProcess:
         )
         with open(log_path, "wb") as log_file:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log_file)
-        ready = _await_ready_fields(self.proc, log_path)
+        ready = self.ready = _await_ready_fields(self.proc, log_path)
         self.address, self.rest_address = ready["grpc"], ready.get("rest", "")
         return self
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -11,6 +12,7 @@ from aiohttp import web
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
+    Info,
     ProcessCollector,
     disable_created_metrics,
     generate_latest,
@@ -40,12 +42,19 @@ disable_created_metrics()  # type: ignore[no-untyped-call]
 
 class Observer:
     """The metrics registry, the Kafka client's statistics, the RPC interceptor and health, for
-    one Gateway (each has a registry of its own: several gateways may share a process)."""
+    one Gateway (each has a registry of its own: several gateways may share a process). A
+    worker of `serve --workers N` says which it is: `pubsub_gateway_worker_info`."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, worker: int | None = None) -> None:
         self._settings = settings
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
+        if worker is not None:
+            Info(
+                "pubsub_gateway_worker",
+                "Which worker of `serve --workers N` answered this scrape (one process of N)",
+                registry=self.registry,
+            ).info({"worker": str(worker), "workers": str(settings.workers), "pid": str(os.getpid())})
         self.rpc = RpcMetrics(self.registry)
         self.kafka = ClientStats(settings.kafka_statistics_seconds)
         self.tracing: Tracing | None = None

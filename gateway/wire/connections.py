@@ -29,12 +29,14 @@ MIN_CLIENT_PING_INTERVAL_MS, MAX_PING_STRIKES = 10_000, 2
 FILES_BESIDES_CLIENTS = 1024
 
 
-def grpc_options(s: Settings) -> list[tuple[str, int]]:
-    """The gRPC server's channel arguments: message sizes and the connection limits."""
+def grpc_options(s: Settings, reuse_port: bool = False) -> list[tuple[str, int]]:
+    """The gRPC server's channel arguments: message sizes and the connection limits. The port
+    is this process's alone (a second gateway on it fails to start) unless `reuse_port`: the
+    workers of one `--workers N` share it, the kernel spreading connections among them."""
     options = [
         ("grpc.max_receive_message_length", MAX_MESSAGE),
         ("grpc.max_send_message_length", MAX_MESSAGE),
-        ("grpc.so_reuseport", 0),
+        ("grpc.so_reuseport", int(reuse_port)),
         ("grpc.max_metadata_size", MAX_METADATA),
         ("grpc.absolute_max_metadata_size", MAX_METADATA),
         ("grpc.max_allowed_incoming_connections", s.grpc_max_connections),

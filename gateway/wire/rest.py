@@ -321,8 +321,11 @@ class RestServer:
         grace_seconds: float,
         limits: HttpLimits,
         tls: ssl.SSLContext | None = None,
+        *,
+        reuse_port: bool = False,
     ) -> None:
         self._app = app
+        self._reuse_port = reuse_port  # the port is shared with the other workers (--workers)
         self._tls = tls
         self._host = host
         self._requested_port = port
@@ -359,6 +362,7 @@ class RestServer:
             self._host,
             self._requested_port,
             reuse_address=True,
+            reuse_port=self._reuse_port or None,
             backlog=128,
             ssl=self._tls,
             ssl_handshake_timeout=limits.header_timeout if self._tls is not None else None,

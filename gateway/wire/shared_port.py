@@ -107,9 +107,17 @@ class SharedPort:
     accepting (once REST's protocol factory exists), `close()` stops (idempotent)."""
 
     def __init__(
-        self, host: str, port: int, limits: PortLimits, pumps: Pumps, tls: ssl.SSLContext | None = None
+        self,
+        host: str,
+        port: int,
+        limits: PortLimits,
+        pumps: Pumps,
+        tls: ssl.SSLContext | None = None,
+        *,
+        reuse_port: bool = False,
     ) -> None:
         self._host = host
+        self._reuse_port = reuse_port  # the port is shared with the other workers (--workers)
         self._requested_port = port
         self._limits = limits
         self._pumps = pumps
@@ -146,6 +154,8 @@ class SharedPort:
                 sock = socket.socket(family, kind, proto)
                 self._listeners.append(sock)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if self._reuse_port:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                 if family == socket.AF_INET6:
                     sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, int(v6_only))
                 sock.bind((address[0], port, *address[2:]))  # port 0: the first picks it for all

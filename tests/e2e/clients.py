@@ -88,10 +88,15 @@ def pull_nothing(sub: pubsub_v1.SubscriberClient, subscription: str, seconds: fl
 def await_subscription(sub: pubsub_v1.SubscriberClient, subscription: str, seconds: float = 5.0) -> None:
     """Wait until a gateway process sees a subscription another one created (resources reach
     every process within about a second)."""
+    await_found(lambda: sub.get_subscription(subscription=subscription), seconds)
+
+
+def await_found(get: Callable[[], object], seconds: float = 5.0) -> None:
+    """Call `get` (a Get of a resource another process created) until it stops answering NOT_FOUND."""
     deadline = time.monotonic() + seconds
     while True:
         try:
-            sub.get_subscription(subscription=subscription)
+            get()
             return
         except NotFound:
             if time.monotonic() > deadline:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-import gateway.cli
 import gateway.settings
+import gateway.workers
 from gateway.settings import OPTIONS, Settings, add_arguments, options_of, setting
 from tests.unit.test_settings import parse
 
@@ -26,6 +26,9 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--port", "PUBSUB_GATEWAY_PORT", "9000", 9000),
     ("--rest-port", "PUBSUB_GATEWAY_REST_PORT", "9001", 9001),
     ("--kafka-bootstrap", "PUBSUB_GATEWAY_KAFKA_BOOTSTRAP", "kafka:9092", "kafka:9092"),
+    ("--workers", "PUBSUB_GATEWAY_WORKERS", "4", 4),
+    ("--worker-ports-from", "PUBSUB_GATEWAY_WORKER_PORTS_FROM", "9100", 9100),
+    ("--worker-max-restarts", "PUBSUB_GATEWAY_WORKER_MAX_RESTARTS", "2", 2),
     ("--kafka-config", "PUBSUB_GATEWAY_KAFKA_CONFIG", "acks=all", {"acks": "all"}),
     ("--kafka-config-file", "PUBSUB_GATEWAY_KAFKA_CONFIG_FILE", "/dev/null", Path("/dev/null")),
     ("--kafka-data-dir", "PUBSUB_GATEWAY_KAFKA_DATA_DIR", "/var/lib/kafka", Path("/var/lib/kafka")),
@@ -127,6 +130,7 @@ COMPANIONS: dict[str, dict[str, tuple[str, object]]] = {
     "--tls-client-auth": {**_TLS, "tls_client_ca_file": _CLIENT_AUTH["tls_client_ca_file"]},
     "--tls-peer-ca-file": _TLS,
     "--auth-mtls": _CLIENT_AUTH,
+    "--worker-ports-from": {"workers": ("2", 2)},
 }
 
 
@@ -178,7 +182,7 @@ def test_variables_are_the_prefix_and_the_field_name() -> None:
 def test_messages_name_flags_that_exist() -> None:
     """Error messages spell their flags out: each must still be one (a renamed field renames its flag)."""
     flags = {o.flag for o in OPTIONS}
-    for module in (gateway.settings, gateway.cli):
+    for module in (gateway.settings, gateway.workers):
         text = Path(module.__file__ or "").read_text(encoding="utf-8")
         named = set(re.findall(r"--[a-z][a-z0-9-]*", text)) - {"--some-flag"}  # the docstring's example
         assert named, module.__name__
