@@ -1,5 +1,5 @@
 """A Spark standalone cluster (a master and two workers on loopback) for the session, and a
-SparkSession on it whose executors are JVMs of their own (tests/spark_cluster/standalone.py).
+SparkSession on it whose executors are JVMs of their own (benchmarks/spark_standalone.py).
 
 Run with `make test-spark-cluster`; other runs leave these tests out (the `spark_cluster`
 marker): a pytest process holds one SparkContext, and tests/spark's is local[2].
@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 
 from spark import connector
 from tests.spark.conftest import _collect_sockets, _cwd  # noqa: F401 (the autouse fixture)
-from tests.spark_cluster.standalone import Standalone
+from benchmarks.spark_standalone import Standalone
 
 EXECUTORS = 2
 

@@ -24,7 +24,7 @@ from tests.e2e.clients import clients, pull_nothing, pull_until
 from tests.gateways import GatewayProcess
 from tests.spark.conftest import SPARK_WARNINGS
 from tests.spark_cluster.conftest import EXECUTORS, executors, repo
-from tests.spark_cluster.standalone import Standalone
+from benchmarks.spark_standalone import Standalone
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_cluster, *SPARK_WARNINGS]
 Names = Callable[..., str]

@@ -1,12 +1,13 @@
 """A Spark standalone cluster on loopback, from the pyspark package: a master and workers, each a
 JVM started with `bin/spark-class` (no sbin daemons: the processes are ours, in sessions of
-their own, and stopped by their pids).
+their own, and stopped by their pids). Used by tests/spark_cluster and
+benchmarks/spark_cluster_bench.py.
 
 Applications reach it through `SPARK_CONF_DIR` (its `spark-defaults.conf`): small executors
-(512 MiB, one core each, at most two cores per application, so that two applications, a test's
-session and an export job, run side by side), the driver on 127.0.0.1, and executors that run
-this interpreter with the repository on their PYTHONPATH, so that Python code of `gateway` and
-`spark` loads in other JVMs' Python workers too.
+(512 MiB unless told, one core each, at most two cores per application, so that two
+applications, a test's session and an export job, run side by side), the driver on 127.0.0.1,
+and executors that run this interpreter with the repository on their PYTHONPATH, so that Python
+code of `gateway` and `spark` loads in other JVMs' Python workers too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pyspark
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 90.0
 
 
@@ -40,11 +41,19 @@ def _wait_for(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: f
 
 
 class Standalone:
-    def __init__(self, work: Path, workers: int = 2, cores: int = 2, memory: str = "1100m") -> None:
+    def __init__(
+        self,
+        work: Path,
+        workers: int = 2,
+        cores: int = 2,
+        memory: str = "1100m",
+        executor_memory: str = "512m",
+    ) -> None:
         self.work = work
         self.workers = workers
         self.cores = cores
         self.memory = memory
+        self.executor_memory = executor_memory
         self.master_url = ""
         self.conf_dir = work / "conf"
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -77,7 +86,7 @@ class Standalone:
     def start(self) -> Standalone:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         defaults = {
-            "spark.executor.memory": "512m",
+            "spark.executor.memory": self.executor_memory,
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
             "spark.driver.host": "127.0.0.1",
