@@ -20,8 +20,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyspark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 90.0
@@ -151,3 +155,16 @@ class Standalone:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def executors(session: SparkSession) -> int:
+    """Executors registered with the driver (the driver's own block manager not counted)."""
+    return int(session.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1
+
+
+def await_executors(session: SparkSession, n: int, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while executors(session) < n:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{executors(session)} of {n} executors registered after {timeout} s")
+        time.sleep(0.2)
