@@ -20,7 +20,7 @@ acknowledged by both writers of the lease/ack log:
 Then, in one session on the cluster, as benchmarks/spark_bench.py does on local[2]: the plain
 Spark Kafka read of the topic, the same with the Pub/Sub columns, and `read_backlog`, into the
 `noop` sink, alternating, best of `--reps`; and last the export job (`spark.export_job.run`,
-`--once`, micro-batches of `--max-per-batch`, Parquet into a temporary directory, each batch
+`--once`, in one micro-batch unless `--max-per-batch` is given, Parquet into a temporary directory, each batch
 acknowledged) in the same session, so its figure is the job's throughput without its JVM's
 start. It runs once: it acknowledges what it exports. Checked: the files hold as many rows as
 `read_backlog` returned.
@@ -80,7 +80,7 @@ def spark_acks(
 
 
 def export(
-    spark: Any, bootstrap: str, subscription: str, prefix: str, work: Path, per_batch: int
+    spark: Any, bootstrap: str, subscription: str, prefix: str, work: Path, per_batch: int | None
 ) -> dict[str, Any]:
     """The export job's own code (`spark.export_job.run`) in this session, timed to its end."""
     from spark import export_job
@@ -90,7 +90,8 @@ def export(
         [
             "--subscription", subscription, "--bootstrap", bootstrap, "--internal-prefix", prefix,
             "--output", str(out), "--checkpoint", str(work / "export-checkpoint"),
-            "--master", spark.sparkContext.master, "--max-per-batch", str(per_batch), "--once",
+            "--master", spark.sparkContext.master, "--once",
+            *(["--max-per-batch", str(per_batch)] if per_batch else []),
         ]
     )  # fmt: skip
     started = time.monotonic()
@@ -108,16 +109,37 @@ def export(
     }
 
 
-def run(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+class Results:
+    """The figures so far, rewritten to `path` after every phase: a run cut short keeps them."""
+
+    def __init__(self, path: Path, command: str) -> None:
+        self.path = path
+        self.started = time.monotonic()
+        self.data: dict[str, Any] = {"command": command, "complete": False}
+
+    def add(self, **figures: Any) -> None:
+        self.data.update(figures, wall_seconds=round(time.monotonic() - self.started))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.data, indent=1) + "\n")
+
+
+def run(bootstrap: str, args: argparse.Namespace, work: Path, results: Results) -> None:
     n = args.messages
     prefix, uid = f"sparkbench{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:8]
     topic, subscription = f"{PROJECT}/topics/t-{uid}", f"{PROJECT}/subscriptions/s-{uid}"
     kafka_topic = names.kafka_topic_for(names.topic(topic))
+    cluster_conf = {
+        "executors": EXECUTORS,
+        "executor_cores": 1,
+        "executor_memory": args.executor_memory,
+        "driver_memory": args.driver_memory,
+    }
+    results.add(messages=n, cluster=cluster_conf)
     try:
         with gateway(bootstrap, prefix, work / "gateway.log") as (address, _):
             create(address, topic, subscription)
-            produced = produce(bootstrap, kafka_topic, n)
-            pulled = pull_and_ack(address, subscription, min(n, args.pull))
+            results.add(produce_seconds=round(produce(bootstrap, kafka_topic, n), 1))
+            results.add(gateway_pull_ack=pull_and_ack(address, subscription, min(n, args.pull)))
             time.sleep(3)  # a few checkpoint intervals: the log is folded as in steady state
         # No gateway owns the partitions now: ack() returns once Kafka has the commands, and
         # the two cores are left to the cluster.
@@ -129,9 +151,11 @@ def run(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
             spark = spark_session(work, cluster.master_url, args.driver_memory, "spark-cluster-bench")
             try:
                 await_executors(spark, EXECUTORS)
-                by_spark = spark_acks(spark, bootstrap, kafka_topic, subscription, prefix)
+                results.add(spark_ack=spark_acks(spark, bootstrap, kafka_topic, subscription, prefix))
                 reads = spark_reads(spark, bootstrap, kafka_topic, subscription, prefix, args.reps)
+                results.add(**reads)
                 exported = export(spark, bootstrap, subscription, prefix, work, args.max_per_batch)
+                results.add(export=exported)
             finally:
                 spark.stop()
     finally:
@@ -139,20 +163,7 @@ def run(bootstrap: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
         delete_topics(bootstrap, kafka_topic)
     if exported["rows"] != reads["rows"]["backlog"]:
         raise AssertionError(f"exported {exported['rows']} rows, the backlog had {reads['rows']['backlog']}")
-    return {
-        "messages": n,
-        "produce_seconds": round(produced, 1),
-        "gateway_pull_ack": pulled,
-        "spark_ack": by_spark,
-        **reads,
-        "export": exported,
-        "cluster": {
-            "executors": EXECUTORS,
-            "executor_cores": 1,
-            "executor_memory": args.executor_memory,
-            "driver_memory": args.driver_memory,
-        },
-    }
+    results.add(complete=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,27 +175,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=10_000_000)
     parser.add_argument("--pull", type=int, default=1_000_000, help="messages pulled through the gateway")
     parser.add_argument("--reps", type=int, default=3, help="timed runs of each read (best counts)")
-    parser.add_argument("--max-per-batch", type=int, default=1_000_000, help="the export job's micro-batches")
+    parser.add_argument(
+        "--max-per-batch",
+        type=int,
+        help="records per micro-batch of the export job (default: one batch; see docs/spark.md)",
+    )
     parser.add_argument("--executor-memory", default="1g")
     parser.add_argument("--worker-memory", default="1100m", help="what each worker offers executors")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "spark-cluster.json")
     parser.add_argument("--kafka-bootstrap")
     args = parser.parse_args(argv)
-    started = time.monotonic()
+    command = " ".join(["python -m benchmarks.spark_cluster_bench", *(argv or sys.argv[1:])])
+    results = Results(args.out, command)
     with (
         kafka_broker(args.kafka_bootstrap) as (bootstrap, _, _),
         tempfile.TemporaryDirectory(prefix="spark-cluster-bench-") as work,
     ):
-        result = run(bootstrap, args, Path(work))
-    result = {
-        "command": " ".join(["python -m benchmarks.spark_cluster_bench", *(argv or sys.argv[1:])]),
-        "wall_seconds": round(time.monotonic() - started),
-        **result,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps(result, indent=1))
+        run(bootstrap, args, Path(work), results)
+    print(json.dumps(results.data, indent=1))
     return 0
 
 
