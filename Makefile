@@ -100,7 +100,7 @@ test-spark-cluster: $(SPARK_STAMP)
 
 ## bench-spark-cluster: the Spark side at 10^7 messages on a standalone cluster (two executors of one
 ## core and 1 GiB, a 2 GiB driver): a plain Spark Kafka read of the topic against read_backlog, and
-## the export job's rows/s (docs/spark.md, "Benchmark on the cluster"; ~25 min, ~3 GB of disk).
+## the export job's rows/s (docs/spark.md, "Benchmark on the cluster"; ~15 min).
 ## A quick run (~2 min): make bench-spark-cluster MESSAGES=100000 OUT=/tmp/spark-cluster.json
 MESSAGES ?= 10000000
 OUT ?= benchmarks/results/spark-cluster.json
