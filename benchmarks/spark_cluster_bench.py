@@ -10,8 +10,8 @@ acknowledged by both writers of the lease/ack log:
 
 - the gateway: a Pub/Sub client pulls the first `--pull` messages (default 1,000,000) and
   acknowledges a random 10% of them, the rest stay leased (600 s deadline); the gateway folds
-  it all into its checkpoints. Pulling all of 10^7 through one gateway would take ~6 min at the
-  ~30k/s measured by spark_bench, and its leases would all be live at once;
+  it all into its checkpoints. Pulling all of 10^7 through one gateway would take 5-10 min (30k/s
+  in spark_bench's run, 17k/s in this one's), and its leases would all be live at once;
 - Spark: with the gateway stopped, `spark.ack()` acknowledges 10% of the whole topic (the
   records whose xxhash64(partition, offset) is 0 mod 10): ~N/10 scattered single offsets,
   N/10 ack ranges in commands that every read folds (`read_backlog` on the driver, the
