@@ -14,7 +14,7 @@ SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 # The conformance extra: the client version whose system tests run, and their imports.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go test-kafka-versions test-cluster test-spark-cluster docker-check clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster docker-check clean
 
 COMPOSE_PLUGIN := .cache/docker/cli-plugins/docker-compose
 
@@ -97,6 +97,15 @@ test-cluster: $(STAMP)
 ## the export job. Prints its figures (FIGURE lines)
 test-spark-cluster: $(SPARK_STAMP)
 	$(BIN)/python -m pytest -s -m spark_cluster tests/spark_cluster
+
+## bench-spark-cluster: the Spark side at 10^7 messages on a standalone cluster (two executors of one
+## core and 1 GiB, a 2 GiB driver): a plain Spark Kafka read of the topic against read_backlog, and
+## the export job's rows/s (docs/spark.md, "Benchmark on the cluster"; ~15 min).
+## A quick run (~2 min): make bench-spark-cluster MESSAGES=100000 OUT=/tmp/spark-cluster.json
+MESSAGES ?= 10000000
+OUT ?= benchmarks/results/spark-cluster.json
+bench-spark-cluster: $(SPARK_STAMP)
+	$(BIN)/python -m benchmarks.spark_cluster_bench --messages $(MESSAGES) --out $(OUT)
 
 ## docker-check: what can be checked of docker/ without a Docker engine (the unit tier runs it
 ## too): hadolint, the Dockerfile's structure, compose.yaml's settings, and `docker compose config`

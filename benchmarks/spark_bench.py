@@ -117,17 +117,30 @@ def timed(action: Any) -> float:
     return time.monotonic() - started
 
 
-def local_spark(workdir: Path) -> Any:
+def spark_session(
+    workdir: Path, master: str = "local[2]", driver_memory: str = "1g", name: str = "spark-bench"
+) -> Any:
     from spark import connector
 
     cwd = Path.cwd()
     os.chdir(workdir)  # Spark 4.0.0 keeps an `artifacts` directory in the JVM's working directory
     try:
-        spark = connector.builder("spark-bench", "local[2]", "1g").getOrCreate()
+        spark = connector.builder(name, master, driver_memory).getOrCreate()
     finally:
         os.chdir(cwd)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def create(address: str, topic: str, subscription: str) -> None:
+    """The topic and a subscription with a 600 s ack deadline (what is pulled stays leased)."""
+    from google.cloud import pubsub_v1
+
+    os.environ["PUBSUB_EMULATOR_HOST"] = address
+    pubsub_v1.PublisherClient().create_topic(name=topic)
+    pubsub_v1.SubscriberClient().create_subscription(
+        request={"name": subscription, "topic": topic, "ack_deadline_seconds": 600}
+    )
 
 
 def ack_log_size(spark: Any, bootstrap: str, subscription: str, prefix: str) -> dict[str, Any]:
@@ -154,12 +167,11 @@ def ack_log_size(spark: Any, bootstrap: str, subscription: str, prefix: str) -> 
 
 
 def spark_reads(
-    bootstrap: str, kafka_topic: str, subscription: str, prefix: str, reps: int, workdir: Path
+    spark: Any, bootstrap: str, kafka_topic: str, subscription: str, prefix: str, reps: int
 ) -> dict[str, Any]:
+    """The three reads, alternating, in `spark` (local or on a cluster); the caller stops it."""
     from spark import read_backlog
     from spark.messages import pubsub_view
-
-    spark = local_spark(workdir)
 
     def plain() -> Any:
         return (
@@ -185,7 +197,6 @@ def spark_reads(
             runs[label].append(timed(lambda make=make: make().write.format("noop").mode("overwrite").save()))
         planning.append(timed(actions["backlog"]))
     log = ack_log_size(spark, bootstrap, subscription, prefix)
-    spark.stop()
     best = {k: min(v) for k, v in runs.items()}
     return {
         "rows": rows,
@@ -200,25 +211,23 @@ def spark_reads(
 
 
 def run(bootstrap: str, n: int, reps: int, logs: Path, gateway_args: list[str]) -> dict[str, Any]:
-    from google.cloud import pubsub_v1
-
     prefix, uid = f"sparkbench{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:8]
     topic, subscription = f"{PROJECT}/topics/t-{uid}", f"{PROJECT}/subscriptions/s-{uid}"
     kafka_topic = names.kafka_topic_for(names.topic(topic))
     try:
         with gateway(bootstrap, prefix, logs / "gateway.log", *gateway_args) as (address, pid):
-            os.environ["PUBSUB_EMULATOR_HOST"] = address
-            pubsub_v1.PublisherClient().create_topic(name=topic)
-            pubsub_v1.SubscriberClient().create_subscription(
-                request={"name": subscription, "topic": topic, "ack_deadline_seconds": 600}
-            )
+            create(address, topic, subscription)
             produced = produce(bootstrap, kafka_topic, n)
             acks = pull_and_ack(address, subscription, n)
             before = cpu_seconds(pid)
             time.sleep(5)  # a few checkpoint intervals: the log is folded as in steady state
             acks["gateway_cpu_after_acks"] = round((cpu_seconds(pid) - before) / 5, 2)
         # Spark needs no gateway; stopping it keeps the two cores for the reads.
-        reads = spark_reads(bootstrap, kafka_topic, subscription, prefix, reps, logs)
+        spark = spark_session(logs)
+        try:
+            reads = spark_reads(spark, bootstrap, kafka_topic, subscription, prefix, reps)
+        finally:
+            spark.stop()
     finally:
         delete_topics(bootstrap, prefix)
         delete_topics(bootstrap, kafka_topic)

@@ -1,5 +1,5 @@
 """A Spark standalone cluster (a master and two workers on loopback) for the session, and a
-SparkSession on it whose executors are JVMs of their own (tests/spark_cluster/standalone.py).
+SparkSession on it whose executors are JVMs of their own (benchmarks/spark_standalone.py).
 
 Run with `make test-spark-cluster`; other runs leave these tests out (the `spark_cluster`
 marker): a pytest process holds one SparkContext, and tests/spark's is local[2].
@@ -8,16 +8,15 @@ marker): a pytest process holds one SparkContext, and tests/spark's is local[2].
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from benchmarks.spark_standalone import Standalone, await_executors
 from spark import connector
 from tests.spark.conftest import _collect_sockets, _cwd  # noqa: F401 (the autouse fixture)
-from tests.spark_cluster.standalone import Standalone
 
 EXECUTORS = 2
 
@@ -46,17 +45,9 @@ def spark(cluster: Standalone, tmp_path_factory: pytest.TempPathFactory) -> Iter
             .getOrCreate()
         )
     session.sparkContext.setLogLevel("ERROR")
-    deadline = time.monotonic() + 90
-    while executors(session) < EXECUTORS:
-        assert time.monotonic() < deadline, "the executors did not register"
-        time.sleep(0.2)
+    await_executors(session, EXECUTORS)
     yield session
     session.stop()
-
-
-def executors(session: SparkSession) -> int:
-    """Executors registered with the driver (the driver's own block manager not counted)."""
-    return int(session.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1
 
 
 def repo() -> Path:

@@ -18,13 +18,13 @@ from google.cloud import pubsub_v1
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from benchmarks.spark_standalone import Standalone, executors
 from gateway.translate.records import message_id
 from spark import ack, read_backlog, read_stream
 from tests.e2e.clients import clients, pull_nothing, pull_until
 from tests.gateways import GatewayProcess
 from tests.spark.conftest import SPARK_WARNINGS
-from tests.spark_cluster.conftest import EXECUTORS, executors, repo
-from tests.spark_cluster.standalone import Standalone
+from tests.spark_cluster.conftest import EXECUTORS, repo
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark_cluster, *SPARK_WARNINGS]
 Names = Callable[..., str]

@@ -1,12 +1,13 @@
 """A Spark standalone cluster on loopback, from the pyspark package: a master and workers, each a
 JVM started with `bin/spark-class` (no sbin daemons: the processes are ours, in sessions of
-their own, and stopped by their pids).
+their own, and stopped by their pids). Used by tests/spark_cluster and
+benchmarks/spark_cluster_bench.py.
 
 Applications reach it through `SPARK_CONF_DIR` (its `spark-defaults.conf`): small executors
-(512 MiB, one core each, at most two cores per application, so that two applications, a test's
-session and an export job, run side by side), the driver on 127.0.0.1, and executors that run
-this interpreter with the repository on their PYTHONPATH, so that Python code of `gateway` and
-`spark` loads in other JVMs' Python workers too.
+(512 MiB unless told, one core each, at most two cores per application, so that two
+applications, a test's session and an export job, run side by side), the driver on 127.0.0.1,
+and executors that run this interpreter with the repository on their PYTHONPATH, so that Python
+code of `gateway` and `spark` loads in other JVMs' Python workers too.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyspark
 
-REPO = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 90.0
 
 
@@ -40,11 +45,19 @@ def _wait_for(log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: f
 
 
 class Standalone:
-    def __init__(self, work: Path, workers: int = 2, cores: int = 2, memory: str = "1100m") -> None:
+    def __init__(
+        self,
+        work: Path,
+        workers: int = 2,
+        cores: int = 2,
+        memory: str = "1100m",
+        executor_memory: str = "512m",
+    ) -> None:
         self.work = work
         self.workers = workers
         self.cores = cores
         self.memory = memory
+        self.executor_memory = executor_memory
         self.master_url = ""
         self.conf_dir = work / "conf"
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -77,7 +90,7 @@ class Standalone:
     def start(self) -> Standalone:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         defaults = {
-            "spark.executor.memory": "512m",
+            "spark.executor.memory": self.executor_memory,
             "spark.executor.cores": "1",
             "spark.cores.max": "2",
             "spark.driver.host": "127.0.0.1",
@@ -142,3 +155,16 @@ class Standalone:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def executors(session: SparkSession) -> int:
+    """Executors registered with the driver (the driver's own block manager not counted)."""
+    return int(session.sparkContext._jsc.sc().getExecutorMemoryStatus().size()) - 1
+
+
+def await_executors(session: SparkSession, n: int, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while executors(session) < n:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{executors(session)} of {n} executors registered after {timeout} s")
+        time.sleep(0.2)
