@@ -70,6 +70,7 @@ class DeliveryService:
         self._runners: dict[str, SubscriptionRunner] = {}
         self._starting: dict[str, asyncio.Task[SubscriptionRunner]] = {}
         self._janitor: asyncio.Task[None] | None = None
+        self._stopping: set[asyncio.Task[None]] = set()  # runners on their way out
         self._streams: set[StreamSession] = set()
         self._admin = admin
         self.address = ""  # where peers reach this process (set once the server listens)
@@ -99,11 +100,24 @@ class DeliveryService:
 
     async def stop(self) -> None:
         self.close_streams()
-        if self._janitor is not None:
-            self._janitor.cancel()
+        janitor, self._janitor = self._janitor, None
+        if janitor is not None:
+            janitor.cancel()
+            await asyncio.gather(janitor, return_exceptions=True)
         runners = list(self._runners.values())
         self._runners.clear()  # (the ack path looks runners up in this dict)
-        await asyncio.gather(*(r.stop() for r in runners), return_exceptions=True)
+        # Those already stopping too: each leaves its group before the process ends.
+        await asyncio.gather(*(r.stop() for r in runners), *self._stopping, return_exceptions=True)
+
+    def _stop_runner(self, runner: SubscriptionRunner, discard: bool = False) -> asyncio.Task[None]:
+        """Stop a runner already out of `_runners`, in a task of its own that stop() awaits."""
+        task = asyncio.get_running_loop().create_task(
+            runner.stop(discard=discard), name=f"stop {runner.name}"
+        )
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+        task.add_done_callback(_log_failure)
+        return task
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -209,8 +223,7 @@ class DeliveryService:
             self._runners.pop(name, None)
             # Deleted, or re-created under the same name: the old log is going away.
             gone = res is None or runner.writer.topic != res.meta.log_topic
-            task = asyncio.get_running_loop().create_task(runner.stop(discard=gone))
-            task.add_done_callback(_log_failure)
+            self._stop_runner(runner, discard=gone)
 
     async def _stop_idle_runners(self) -> None:
         while True:
@@ -220,7 +233,9 @@ class DeliveryService:
                 if runner.last_used < limit:
                     log.info("%s: idle, leaving its consumer group", name)
                     self._runners.pop(name, None)
-                    await runner.stop()
+                    # Shielded: cancelling the janitor must not cut a runner's stop short (a
+                    # stopped runner is never stopped again, so its consumer would stay open).
+                    await asyncio.shield(self._stop_runner(runner))
 
     # -- Pull ------------------------------------------------------------------------------
 

@@ -160,6 +160,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             return
         self._stopped = True
         self._discard = discard
+        if discard:  # before leaving the group: once it is empty, the deleter removes both groups
+            self._log_reader.drop_progress()
         self.ready.set()  # wake streams waiting on us: they end and their clients reconnect
         for task in self._tasks:
             task.cancel()

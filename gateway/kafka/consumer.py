@@ -237,6 +237,7 @@ class TailReader:
         self._lock = threading.Lock()
         self._progress: dict[tuple[str, int], int] = {}
         self._progress_lock = threading.Lock()
+        self._progress_dropped = False
         self._thread = threading.Thread(target=self._run, name=f"tail-{name}", daemon=True)
 
     def start(self, assignments: Mapping[tuple[str, int], int]) -> None:
@@ -280,7 +281,15 @@ class TailReader:
         thread commits them to `progress_group` on its next turn (within POLL_SECONDS), for
         writers that wait until what they wrote is applied (Spark's ack)."""
         with self._progress_lock:
-            self._progress.update(offsets)
+            if not self._progress_dropped:
+                self._progress.update(offsets)
+
+    def drop_progress(self) -> None:
+        """Commit no more progress (the subscription is gone, and its progress group with it:
+        a commit now would create that group again)."""
+        with self._progress_lock:
+            self._progress_dropped = True
+            self._progress = {}
 
     def _commit_progress(self) -> None:
         with self._progress_lock:
