@@ -15,9 +15,10 @@ commands only), and then only the current checkpoint's value is decoded. A snaps
 the commands after the `log_offset` it names (every command below it is folded into it), and
 hands those few values to Spark SQL: the history is never read.
 
-Ranges become rows without a UDF: each range is cut at multiples of `BUCKET`; whole buckets
-become (p, bucket) rows and the ragged ends (p, offset) rows, so a huge range costs
-range/BUCKET rows and scattered single acks one row each. Records are then anti-joined on
+In a stream the ranges of all commands are merged first (`_merged`: a window over each
+partition's ranges sorted by start). Ranges become rows without a UDF: each range is cut at
+multiples of `BUCKET`; whole buckets become (p, bucket) rows and the ragged ends (p, offset)
+rows, so a huge range costs range/BUCKET rows and scattered single acks one row each. Records are then anti-joined on
 (p, o < watermark), (p, offset) and (p, offset div BUCKET).
 """
 
@@ -30,7 +31,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from gateway.leases import logformat
@@ -241,7 +242,27 @@ def _state(checkpoints: DataFrame, commands: DataFrame) -> AckState:
         )
         .where(F.col("s") < F.col("e"))
     )
-    return _bucketed(positions, ranges)
+    return _bucketed(positions, _merged(ranges))
+
+
+def _merged(ranges: DataFrame) -> DataFrame:
+    """(ack_p, s, e) with overlapping and adjacent ranges joined, per partition. Without it a
+    stream whose acks nobody folds (no gateway owns the subscription, and the export job acks
+    each batch: the complement of what was acked before) grows one ragged offset per earlier
+    ack in every micro-batch; merged, the batches and the holes between them close into one
+    range of whole buckets. Islands of a sort by start: a range opens a new island when it
+    starts past every end before it."""
+    by_start = Window.partitionBy("ack_p").orderBy("s", "e")
+    before = by_start.rowsBetween(Window.unboundedPreceding, -1)
+    opens = F.coalesce(F.col("s") > F.max("e").over(before), F.lit(True)).cast("int")
+    island = F.sum("opens").over(by_start.rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    return (
+        ranges.withColumn("opens", opens)
+        .withColumn("island", island)
+        .groupBy("ack_p", "island")
+        .agg(F.min("s").alias("s"), F.max("e").alias("e"))
+        .drop("island")
+    )
 
 
 def _seq(lo: Column, hi: Column) -> Column:

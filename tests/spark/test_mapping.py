@@ -131,3 +131,14 @@ def test_checkpoints_decode_in_any_key_order(spark: SparkSession) -> None:
     assert (got[0]["ack_epoch"], got[0]["ack_watermark"], got[0]["acked"]) == (2, 10, [[11, 12], [14, 20]])
     assert (got[1]["ack_epoch"], got[1]["ack_watermark"], got[1]["acked"]) == (2, 10, [[11, 12]])
     assert (got[2]["ack_epoch"], got[2]["ack_watermark"], got[2]["acked"]) == (2, 7, [[8, 9]])
+
+
+def test_overlapping_and_adjacent_ranges_merge_into_one_per_island(spark: SparkSession) -> None:
+    """What a stream's acks look like with nobody folding them: each export batch acks the
+    complement of what was acked before it. Merged, batches and holes close into one range."""
+    earlier = [(0, o, o + 1) for o in range(100, 1100, 10)]  # scattered single acks
+    batch = [(0, o + 1, o + 10) for o in range(100, 1100, 10)]  # the rest of [100, 1100)
+    apart = [(0, 2000, 2100), (0, 2050, 2060), (1, 5, 7), (1, 7, 9), (1, 20, 30)]
+    df = spark.createDataFrame(earlier + batch + apart, "ack_p INT, s BIGINT, e BIGINT")
+    got = sorted((r["ack_p"], r["s"], r["e"]) for r in acklog._merged(df).collect())
+    assert got == [(0, 100, 1100), (0, 2000, 2100), (1, 5, 9), (1, 20, 30)]
