@@ -18,8 +18,8 @@ hands those few values to Spark SQL: the history is never read.
 In a stream the ranges of all commands are merged first (`_merged`: a window over each
 partition's ranges sorted by start). Ranges become rows without a UDF: each range is cut at
 multiples of `BUCKET`; whole buckets become (p, bucket) rows and the ragged ends (p, offset)
-rows, so a huge range costs range/BUCKET rows and scattered single acks one row each. Records are then anti-joined on
-(p, o < watermark), (p, offset) and (p, offset div BUCKET).
+rows, so a huge range costs range/BUCKET rows and scattered single acks one row each. Records
+are then anti-joined on (p, o < watermark), (p, offset) and (p, offset div BUCKET).
 """
 
 from __future__ import annotations
