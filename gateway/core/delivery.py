@@ -44,6 +44,12 @@ JOIN_WAIT_SECONDS = 30.0
 # they ended when assigned, so that the first pull of a subscription answers with everything
 # published before it (up to its max_messages), not with whichever partition came first.
 CATCH_UP_SECONDS = 2.0
+# A runner that owns some of its group's partitions, has messages ready in them, and has had no
+# Pull, no open stream and no message taken for this long, while other members own the rest,
+# leaves its group: its partitions go to the members whose clients do pull (a worker or host
+# that served the subscription once would otherwise hold them for --idle-subscription-seconds,
+# and their messages would wait that long). Longer than a Pull waits by default (10 s).
+UNSERVED_SECONDS = 15.0
 
 
 def _require_source(res: StoredSubscription) -> None:
@@ -226,16 +232,36 @@ class DeliveryService:
             self._stop_runner(runner, discard=gone)
 
     async def _stop_idle_runners(self) -> None:
+        idle = self._settings.idle_subscription_seconds
         while True:
-            await asyncio.sleep(min(30.0, self._settings.idle_subscription_seconds / 2))
-            limit = time.monotonic() - self._settings.idle_subscription_seconds
+            await asyncio.sleep(min(UNSERVED_SECONDS / 3, idle / 2))
+            now = time.monotonic()
+            streamed = {session.res.name for session in self._streams}
             for name, runner in list(self._runners.items()):
-                if runner.last_used < limit:
+                if runner.last_used < now - idle:
                     log.info("%s: idle, leaving its consumer group", name)
-                    self._runners.pop(name, None)
-                    # Shielded: cancelling the janitor must not cut a runner's stop short (a
-                    # stopped runner is never stopped again, so its consumer would stay open).
-                    await asyncio.shield(self._stop_runner(runner))
+                elif name not in streamed and self._unserved(name, runner, now):
+                    log.info(
+                        "%s: messages ready and no client here for %.0f s while other members "
+                        "own the rest of its partitions: leaving its consumer group to them",
+                        name,
+                        now - runner.last_used,
+                    )
+                else:
+                    continue
+                self._runners.pop(name, None)
+                # Shielded: cancelling the janitor must not cut a runner's stop short (a
+                # stopped runner is never stopped again, so its consumer would stay open).
+                await asyncio.shield(self._stop_runner(runner))
+
+    def _unserved(self, name: str, runner: SubscriptionRunner, now: float) -> bool:
+        """Holding partitions with messages ready that no client of this process asks for
+        (see UNSERVED_SECONDS), while other members of the group own the rest."""
+        if now - max(runner.last_used, runner.last_taken) < UNSERVED_SECONDS:
+            return False
+        res = self._store.get("subscription", name)
+        owned = len(runner.states)
+        return res is not None and 0 < owned < res.meta.partitions and runner.has_ready()
 
     # -- Pull ------------------------------------------------------------------------------
 

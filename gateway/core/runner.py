@@ -108,7 +108,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._folded: dict[int, set[bytes]] = {}
         self._log_applied: dict[int, int] = {}  # partition -> log offset applied up to
         self.ready = asyncio.Event()
-        self.last_used = time.monotonic()
+        self.last_used = time.monotonic()  # a Pull or stream asked for messages (touch)
+        self.last_taken = 0.0  # messages were leased to a client (take)
         self._wants = True
         self._checkpoint_interval = checkpoint_interval
         # Set once the group has given this member its share (maybe none): a new group waits
@@ -448,6 +449,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                     break
                 got = state.take(min(want, share) if rnd == 0 else want, now, deadline_ms, budget)
                 out.extend((state.partition, o, g, r) for o, g, r in got)
+        if out:
+            self.last_taken = time.monotonic()
         self._update_wants()
         return out
 

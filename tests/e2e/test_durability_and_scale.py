@@ -3,6 +3,7 @@ existing Kafka topics can be adopted, and the lease/ack log stays compact."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -11,9 +12,11 @@ from collections.abc import Callable
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from google.cloud import pubsub_v1
 
 from tests.conftest import GatewayFactory
 from tests.e2e.clients import assert_never_out_twice, await_subscription, clients, pull_nothing, pull_until
+from tests.gateways import emulator_env
 
 pytestmark = pytest.mark.integration
 
@@ -103,6 +106,56 @@ def test_two_gateways_share_one_subscription(
     assert len(received["a"]) > 0 and len(received["b"]) > 0, "both processes served the subscription"
     assert_never_out_twice(everything)
     assert len(datas) == n, f"{len(datas) - n} duplicate deliveries although every message was acked"
+
+
+def test_a_process_without_clients_lets_its_partitions_go(
+    start_gateway: GatewayFactory, names: Callable[[str], str]
+) -> None:
+    """One Pull through b makes b a member of the group; the subscriber then streams through a
+    alone. b's share of the partitions goes to a once b has had no client for UNSERVED_SECONDS,
+    not after --idle-subscription-seconds (300 s), so every message reaches a within a minute."""
+    prefix = f"uns{uuid.uuid4().hex[:6]}"
+    a, b = start_gateway(prefix=prefix), start_gateway(prefix=prefix)
+    pub, sub_a = clients(a)
+    _, sub_b = clients(b)
+    topic, subscription = names("topics"), names("subscriptions")
+    pub.create_topic(name=topic)
+    sub_a.create_subscription(name=subscription, topic=topic, ack_deadline_seconds=60)
+    await_subscription(sub_b, subscription)
+    assert pull_nothing(sub_b, subscription, 4.0) == []  # b joins the group, then no client
+
+    n = 200
+    got: set[bytes] = set()
+    lock = threading.Lock()
+    everything = threading.Event()
+
+    def callback(message: pubsub_v1.subscriber.message.Message) -> None:
+        message.ack()
+        with lock:
+            got.add(message.data)
+            if len(got) == n:
+                everything.set()
+
+    stream = sub_a.subscribe(subscription, callback)
+    try:
+        time.sleep(5.0)  # a joins: a rebalance gives it some of the partitions, b keeps the rest
+        # 40 ordering keys: every one of the 4 partitions gets messages (but with odds of 4e-5),
+        # b's share included; a request without keys would go to one partition.
+        with emulator_env(a.address):
+            keyed = pubsub_v1.PublisherClient(
+                publisher_options=pubsub_v1.types.PublisherOptions(enable_message_ordering=True)
+            )
+        futures = [keyed.publish(topic, f"m{i}".encode(), ordering_key=f"k{i % 40}") for i in range(n)]
+        for f in futures:
+            f.result(timeout=60)
+        assert everything.wait(60), f"{len(got)} of {n} messages reached a's stream in 60 s"
+    finally:
+        stream.cancel()
+        with contextlib.suppress(Exception):
+            stream.result(timeout=30)
+    # b held ready messages (it says so only then), and let them go.
+    log = b.log_paths[-1].read_text(errors="replace")
+    assert "leaving its consumer group to them" in log, log[-3000:]
 
 
 def test_adopted_kafka_topic_delivers_plain_producer_records(
