@@ -13,8 +13,13 @@ Ends, as a direct connection would see them:
   gRPC never half-closes, so a peer that stays silent after the other's FIN is gone: both
   sockets are then shut down, which a dead client's connection needs (its server-side end was
   closed by the server's keepalive, and nothing would wake the thread reading the client).
-- an error (a reset, a broken pipe) in either direction shuts both sockets down at once: the
-  server sees its connection end and cancels its calls, and the client sees it closed.
+- a failed read (a reset) shuts both sockets down at once: the server sees its connection end
+  and cancels its calls, and the client sees it closed.
+- a failed write (the destination closed: a broken pipe) ends that direction only. The other
+  one still carries what its side wrote before closing (a server that answered its last calls
+  and closed its connection, while the client's next bytes were on their way) and has
+  LINGER_SECONDS to end, as after a FIN. Shutting both down at once lost those answers: the
+  client saw "Socket closed" on calls the server had completed.
 GOAWAY, keepalive pings and their answers are bytes like any other: the server's connection
 limits (idle, age, keepalive, ping strikes) act on its side of the pump, and their ends travel
 through it as above.
@@ -40,6 +45,10 @@ JOIN_SECONDS = 10.0  # at close, after the server stopped: an aborted connection
 FILES_PER_CONNECTION = 7 if hasattr(os, "splice") else 3
 
 
+class _WriteFailed(Exception):
+    """The destination takes no more bytes (the OSError is the cause)."""
+
+
 def _splice(src: socket.socket, dst: socket.socket, pipe: tuple[int, int]) -> None:
     """Copy src to dst until src's end of stream."""
     read_end, write_end = pipe
@@ -48,8 +57,11 @@ def _splice(src: socket.socket, dst: socket.socket, pipe: tuple[int, int]) -> No
         n = os.splice(src_fd, write_end, CHUNK)
         if n == 0:
             return
-        while n:
-            n -= os.splice(read_end, dst_fd, n)
+        try:
+            while n:
+                n -= os.splice(read_end, dst_fd, n)
+        except OSError as exc:
+            raise _WriteFailed() from exc
 
 
 def _copy(src: socket.socket, dst: socket.socket, pipe: tuple[int, int] | None) -> None:
@@ -58,7 +70,10 @@ def _copy(src: socket.socket, dst: socket.socket, pipe: tuple[int, int] | None) 
         return
     buffer = memoryview(bytearray(CHUNK))
     while n := src.recv_into(buffer):
-        dst.sendall(buffer[:n])
+        try:
+            dst.sendall(buffer[:n])
+        except OSError as exc:
+            raise _WriteFailed() from exc
 
 
 class _Pump:
@@ -110,14 +125,17 @@ class _Pump:
     ) -> None:
         try:
             _copy(src, dst, pipe)
-        except OSError as exc:  # reset, broken pipe, or our own shutdown while closing
+        except _WriteFailed as exc:  # dst closed: the other direction may still carry its last bytes
+            log.debug("shared port: gRPC connection closed by one side: %s", exc.__cause__)
+        except OSError as exc:  # reset, or our own shutdown while closing
             log.debug("shared port: gRPC connection ended: %s", exc)
             self._done[index].set()
             self.abort()
             return
+        else:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
         self._done[index].set()
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
         if not self._done[1 - index].wait(LINGER_SECONDS):
             self.abort()
 

@@ -322,3 +322,47 @@ def test_stale_socket_directories_are_removed(tmp_path: Path, monkeypatch: pytes
     assert other.exists()
     assert listening is not None
     listening.close()
+
+
+def test_a_servers_last_answers_reach_the_client_when_its_next_bytes_cannot(tmp_path: Path) -> None:
+    """The server writes its last answers and closes while the client's next bytes are on
+    their way (a WINDOW_UPDATE, say): writing those fails with a broken pipe, and the answers,
+    still in the pump, reach the client all the same, followed by the end of the stream."""
+    target = str(tmp_path / "grpc.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(target)
+    listener.listen(1)
+    answers = os.urandom(150_000)  # more than the client's small buffers and a pipe hold
+    closed = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        prefix = b""
+        while len(prefix) < 5:
+            prefix += conn.recv(5 - len(prefix))
+        conn.sendall(answers)
+        conn.close()
+        closed.set()
+
+    threading.Thread(target=serve, daemon=True).start()
+    client, public = socket.socketpair()
+    for sock in (client, public):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+    pumps = Pumps(target)
+    pumps.start(public, b"hello")
+    try:
+        assert closed.wait(10), "the server could not write its answers"
+        client.sendall(b"x" * 1000)  # the pump's write of these to the closed server fails
+        time.sleep(0.5)  # ... before the client reads anything
+        client.settimeout(10)
+        got = bytearray()
+        while chunk := client.recv(65536):
+            got += chunk
+        assert len(got) == len(answers)
+        assert bytes(got) == answers
+    finally:
+        client.close()
+        listener.close()
+        asyncio.run(pumps.close())
+    assert pumps.open_connections == 0
