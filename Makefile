@@ -14,7 +14,7 @@ SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 # The conformance extra: the client version whose system tests run, and their imports.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster test-workers docker-check clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster docker-check clean
 
 COMPOSE_PLUGIN := .cache/docker/cli-plugins/docker-compose
 
@@ -106,11 +106,6 @@ MESSAGES ?= 10000000
 OUT ?= benchmarks/results/spark-cluster.json
 bench-spark-cluster: $(SPARK_STAMP)
 	$(BIN)/python -m benchmarks.spark_cluster_bench --messages $(MESSAGES) --out $(OUT)
-
-## test-workers: a killed worker of --workers 2 under an exactly-once backlog; out of make test
-## while a worker holding idle partitions can stall delivery for --idle-subscription-seconds (issue 22)
-test-workers: $(STAMP)
-	$(BIN)/python -m pytest -m workers_failover tests/e2e/test_workers.py
 
 ## docker-check: what can be checked of docker/ without a Docker engine (the unit tier runs it
 ## too): hadolint, the Dockerfile's structure, compose.yaml's settings, and `docker compose config`

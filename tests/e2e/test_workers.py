@@ -106,7 +106,6 @@ def _await_everywhere(gw: GatewayProcess, subscription: str) -> None:
 
 
 @pytest.mark.timeout(300)  # ~80 s here: 1,500 messages, a takeover after the session timeout
-@pytest.mark.workers_failover
 def test_a_killed_worker_loses_no_ack_and_no_message(
     start_gateway: GatewayFactory, names: Callable[[str], str]
 ) -> None:
