@@ -268,11 +268,11 @@ class AckPath:
         Without exactly-once a deadline change is not waited for at all: it takes effect in
         this process at once and its write goes on in the background. An ack write still under
         way after SETTLE_PATIENCE_SECONDS (its log partition lost its leader) goes on in the
-        background too, and so does a deadline change with exactly-once; either takes effect
-        here at once and is answered OK: it is in the next checkpoint, and if this process dies
-        first the message is only delivered again, as at-least-once allows. An exactly-once ack
-        is answered OK only once durable: until then its ids are reported as transient
-        failures, which the client retries."""
+        background too; it takes effect here at once and is answered OK: it is in the next
+        checkpoint, and if this process dies first the message is only delivered again, as
+        at-least-once allows. With exactly-once an ack or a deadline change is answered OK only
+        once durable: until then its ids are reported as transient failures, which the client
+        retries (a late deadline change takes effect here at once all the same)."""
         refs = parse(res, ack_ids)
         epoch = res.meta.epoch
         settles = seconds in (None, 0)
@@ -297,12 +297,16 @@ class AckPath:
             if remote:
                 await self._forward(res, remote, seconds, forwarded)
             return
+        # A deadline change still being written after the patience takes effect here at once
+        # (the owner holds it whatever becomes of the write), but like an ack it is confirmed
+        # only once durable: the client retries it, and hands its message to user code only
+        # after a receipt modack succeeds (docs/lease-log.md).
         late, failed = await self._write(
             res, commands(valid, seconds, epoch), settles, early=seconds is not None
         )
-        for p in (late if seconds is None else set()) | failed.keys():
+        for p in late | failed.keys():
             failures |= dict.fromkeys((i for i, _ in valid[p]), exactly_once.NOT_WRITTEN)
-        _count(runner, valid, seconds, (late if seconds is None else set()) | failed.keys())
+        _count(runner, valid, seconds, late | failed.keys())
         if remote:
             failures |= await self._forward(res, remote, seconds, forwarded)
         if failures:

@@ -1,0 +1,114 @@
+"""What AckPath.settle answers while a lease-log write is still under way (its log partition
+has no leader): the rule of docs/lease-log.md, "What is durable before an RPC answers OK",
+against a stand-in owner and a log writer whose writes never end."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.core import acks, exactly_once
+from gateway.core.acks import AckPath
+from gateway.core.resources import Resource, StoredSubscription
+from gateway.core.tally import Tally
+from gateway.errors import AckIdsFailed
+from gateway.leases.commands import Command
+from gateway.translate import ackids
+from gateway.translate.meta import SubscriptionMeta
+
+NAME = "projects/p/subscriptions/s"
+
+
+class Owner:
+    """Owns partition 0, where every lease is valid; records what is applied."""
+
+    def __init__(self) -> None:
+        self.ready = asyncio.Event()
+        self.tally = Tally()
+        self.applied: list[Command] = []
+
+    def owns(self, p: int) -> bool:
+        return p == 0
+
+    def is_acked(self, p: int, offset: int) -> bool:
+        return False
+
+    def lease_valid(self, p: int, offset: int, generation: int, now_ms: int) -> bool:
+        return True
+
+    def hold(self, p: int, offset: int, generation: int, until_ms: int) -> None:
+        pass
+
+    def order_acks(self, p: int, offsets: list[int]) -> list[int]:
+        return offsets
+
+    def apply_local(self, p: int, cmd: Command, key: bytes | None, settles: bool = False) -> None:
+        self.applied.append(cmd)
+
+    def fold(self, p: int, key: bytes) -> None:
+        pass
+
+
+class StuckWriter:
+    """A log partition without a leader: writes are accepted and never end."""
+
+    topic = "log"
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
+        self.writes += 1
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def _subscription(exactly_once_on: bool) -> StoredSubscription:
+    proto = pubsub_pb2.Subscription(name=NAME, enable_exactly_once_delivery=exactly_once_on)
+    meta = SubscriptionMeta(uid="u1", kafka_topic="t", partitions=2, log_topic="log", group_id="g")
+    return Resource(NAME, proto, meta)
+
+
+def _ids(n: int) -> list[str]:
+    tag = ackids.subscription_tag(NAME, "u1")
+    return [ackids.encode(tag, 0, offset, 1) for offset in range(n)]
+
+
+async def _settle(exactly_once_on: bool, seconds: int | None) -> tuple[Owner, BaseException | None]:
+    owner, writer = Owner(), StuckWriter()
+    path = AckPath(lambda name: owner, lambda res: writer, admin=None, take_on=None)  # type: ignore[arg-type,return-value]
+    try:
+        await asyncio.wait_for(path.settle(_subscription(exactly_once_on), _ids(3), seconds, False), 5)
+    except AckIdsFailed as exc:
+        return owner, exc
+    finally:
+        assert writer.writes == 1
+    return owner, None
+
+
+@pytest.fixture(autouse=True)
+def _short_patience(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(acks, "SETTLE_PATIENCE_SECONDS", 0.05)
+
+
+@pytest.mark.parametrize("seconds", [None, 0, 30], ids=["ack", "nack", "extend"])
+async def test_exactly_once_confirms_nothing_that_is_not_written(seconds: int | None) -> None:
+    owner, error = await _settle(True, seconds)
+    assert isinstance(error, AckIdsFailed)
+    assert error.failures == dict.fromkeys(_ids(3), exactly_once.NOT_WRITTEN)
+    # A deadline change holds in the owner at once; an ack only once written.
+    assert len(owner.applied) == (0 if seconds is None else 1)
+
+
+async def test_without_exactly_once_a_deadline_change_answers_at_once() -> None:
+    owner, error = await _settle(False, 30)
+    assert error is None
+    assert len(owner.applied) == 1
+
+
+async def test_without_exactly_once_an_ack_waits_its_patience_then_holds_here() -> None:
+    owner, error = await _settle(False, None)
+    assert error is None
+    assert len(owner.applied) == 1
