@@ -48,8 +48,10 @@ CATCH_UP_SECONDS = 2.0
 # Pull, no open stream and no message taken for this long, while other members own the rest,
 # leaves its group: its partitions go to the members whose clients do pull (a worker or host
 # that served the subscription once would otherwise hold them for --idle-subscription-seconds,
-# and their messages would wait that long). Longer than a Pull waits by default (10 s).
-UNSERVED_SECONDS = 15.0
+# and their messages would wait that long). A Pull that waits takes what becomes ready, so this
+# only has to outlast the gap between a client's Pulls: as long as the default ack deadline,
+# within which a pulling client acks its batch and pulls again.
+UNSERVED_SECONDS = 10.0
 
 
 def _require_source(res: StoredSubscription) -> None:
