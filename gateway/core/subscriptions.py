@@ -109,6 +109,15 @@ def validate(
         check_endpoint(sub.push_config.push_endpoint, destinations)
 
 
+def fill_push_version(push: pubsub_pb2.PushConfig, before: pubsub_pb2.PushConfig | None = None) -> None:
+    """A push subscription always names its push format in `attributes["x-goog-version"]`, as
+    Pub/Sub returns it: not given on create, the API's version (v1); not given on a change,
+    the one it had."""
+    if push.push_endpoint and unsupported.PUSH_VERSION_KEY not in push.attributes:
+        had = before.attributes.get(unsupported.PUSH_VERSION_KEY, "") if before is not None else ""
+        push.attributes[unsupported.PUSH_VERSION_KEY] = had or "v1"
+
+
 def check_push_only(push: pubsub_pb2.PushConfig) -> None:
     """INVALID_ARGUMENT, as Pub/Sub answers, for settings of how to push (a token, the raw body)
     on a pull subscription, where nothing would ever use them. Checked where a push config is
@@ -169,6 +178,7 @@ class SubscriptionService:
         sub = pubsub_pb2.Subscription()
         sub.CopyFrom(request)
         unsupported.scrub_subscription(sub)
+        fill_push_version(sub.push_config)
         validate(
             sub,
             self._settings.min_expiration_ttl_seconds,
@@ -297,6 +307,7 @@ class SubscriptionService:
         unsupported.check_subscription(proto, mask)
         if "push_config" in mask:
             check_push_only(proto.push_config)
+            fill_push_version(proto.push_config, res.proto.push_config)
         validate(
             proto,
             self._settings.min_expiration_ttl_seconds,
@@ -380,6 +391,7 @@ class SubscriptionService:
         proto = pubsub_pb2.Subscription()
         proto.CopyFrom(res.proto)
         proto.push_config.CopyFrom(push_config)
+        fill_push_version(proto.push_config, res.proto.push_config)
         validate(
             proto,
             self._settings.min_expiration_ttl_seconds,

@@ -153,6 +153,38 @@ def test_modify_push_config_refuses_attributes_it_cannot_honour(gw: InProcessGat
     subscriber.modify_push_config(subscription=sub, push_config=types.PushConfig())
 
 
+def test_a_push_subscription_always_names_its_push_format(gw: InProcessGateway, names: Names) -> None:
+    """As Pub/Sub returns it: `x-goog-version` defaults to v1 on create, and a change that does
+    not name it keeps the one before. A pull subscription has no attributes."""
+    publisher, subscriber = gw.clients()
+    topic, push_sub, pull_sub = names("topics"), names("subscriptions"), names("subscriptions", "-pull")
+    publisher.create_topic(name=topic)
+    endpoint = "http://127.0.0.1:9/push"
+    made = subscriber.create_subscription(
+        name=push_sub, topic=topic, push_config=types.PushConfig(push_endpoint=endpoint)
+    )
+    assert made.push_config.attributes == {"x-goog-version": "v1"}
+    assert subscriber.get_subscription(subscription=push_sub).push_config.attributes == {
+        "x-goog-version": "v1"
+    }
+    beta = types.PushConfig(push_endpoint=endpoint, attributes={"x-goog-version": "v1beta2"})
+    subscriber.modify_push_config(subscription=push_sub, push_config=beta)
+    subscriber.modify_push_config(subscription=push_sub, push_config=types.PushConfig(push_endpoint=endpoint))
+    kept = subscriber.get_subscription(subscription=push_sub).push_config
+    assert kept.attributes == {"x-goog-version": "v1beta2"}
+    updated = subscriber.update_subscription(
+        subscription=types.Subscription(
+            name=push_sub, push_config=types.PushConfig(push_endpoint=endpoint + "2")
+        ),
+        update_mask={"paths": ["push_config"]},
+    )
+    assert updated.push_config.attributes == {"x-goog-version": "v1beta2"}
+    pull = subscriber.create_subscription(name=pull_sub, topic=topic)
+    assert pull.push_config.attributes == {}
+    subscriber.modify_push_config(subscription=push_sub, push_config=types.PushConfig())
+    assert subscriber.get_subscription(subscription=push_sub).push_config == types.PushConfig()
+
+
 def test_how_to_push_without_an_endpoint_is_invalid(
     gw: InProcessGateway, names: Names, kafka: AdminClient
 ) -> None:
