@@ -88,11 +88,11 @@ def parse(res: StoredSubscription, ack_ids: Sequence[str]) -> dict[int, list[Ref
     tag = ackids.subscription_tag(res.name, res.meta.uid)
     partitions = res.meta.partitions
     out: dict[int, list[Ref]] = {}
-    for ack_id in ack_ids:
-        try:
-            ref = ackids.decode(ack_id)
-        except ackids.MalformedAckId:
-            raise InvalidArgument(f"Invalid ack ID: {ack_id[:80]!r} (ack_ids).") from None
+    try:
+        decoded = ackids.decode_all(ack_ids)
+    except ackids.MalformedAckId as bad:
+        raise InvalidArgument(f"Invalid ack ID: {str(bad)[:80]!r} (ack_ids).") from None
+    for ack_id, ref in zip(ack_ids, decoded, strict=True):
         if ref.tag != tag:
             continue
         if not 0 <= ref.partition < partitions:

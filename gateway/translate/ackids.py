@@ -13,8 +13,10 @@ no message id is taken for an event's (`is_event_id`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import NamedTuple, NewType
 
 AckId = NewType("AckId", str)
@@ -51,6 +53,30 @@ def decode(ack_id: str) -> AckRef:
     if gen < 1:
         raise MalformedAckId(ack_id)
     return AckRef(tag, int(partition, 16), int(offset, 16), gen)
+
+
+# Every id of a call in one scan, one per line: `decode_all`. Ids hold no newline (checked), so
+# each line is one id and matches at most once.
+_find_ack_ids = re.compile(
+    r"^([0-9a-f]{8})-([0-9a-f]{1,8})-([0-9a-f]{1,16})-([0-9a-f]{1,8})$", re.MULTILINE
+).findall
+_new_ref = functools.partial(tuple.__new__, AckRef)  # AckRef(...) without its Python frame
+
+
+def decode_all(ack_ids: Sequence[str]) -> list[AckRef]:
+    """`decode` of every id, in order: a call's ids (up to thousands) in one regex scan, at about
+    half the cost per id. MalformedAckId names the first id that is not one."""
+    if not ack_ids:
+        return []
+    joined = "\n".join(ack_ids)
+    found = _find_ack_ids(joined) if joined.count("\n") == len(ack_ids) - 1 else []
+    if len(found) != len(ack_ids):
+        return [decode(ack_id) for ack_id in ack_ids]  # raises for the first bad one
+    refs = [_new_ref((t, int(p, 16), int(o, 16), int(g, 16))) for t, p, o, g in found]
+    for ack_id, ref in zip(ack_ids, refs, strict=True):
+        if ref.generation < 1:
+            raise MalformedAckId(ack_id)
+    return refs
 
 
 class EventRef(NamedTuple):

@@ -106,6 +106,51 @@ def test_decode_accepts_only_the_documented_form(text: str) -> None:
     assert ref.generation >= 1
 
 
+def _decoded_one_by_one(ack_ids: list[str]) -> list[ackids.AckRef] | str:
+    for ack_id in ack_ids:
+        try:
+            ackids.decode(ack_id)
+        except ackids.MalformedAckId:
+            return ack_id
+    return [ackids.decode(ack_id) for ack_id in ack_ids]
+
+
+valid_ids = st.builds(ackids.encode, tags, partitions, offsets, generations)
+# Near misses: the documented form with one character changed, inserted or dropped, or a newline,
+# which the batch decoder splits on.
+near_misses = st.tuples(
+    valid_ids, st.integers(0, 42), st.sampled_from(["", "0", "g", "-", "\n", "\r", " "])
+).map(lambda t: t[0][: t[1]] + t[2] + t[0][t[1] + 1 :])
+
+
+@HYP
+@given(st.lists(st.one_of(valid_ids, near_misses, st.text(max_size=50)), max_size=30))
+def test_decode_all_is_decode_of_each(ack_ids: list[str]) -> None:
+    """The whole call's ids at once: the same refs in the same order, or MalformedAckId naming
+    the first id that `decode` refuses."""
+    expected = _decoded_one_by_one(ack_ids)
+    if isinstance(expected, str):
+        with pytest.raises(ackids.MalformedAckId) as bad:
+            ackids.decode_all(ack_ids)
+        assert str(bad.value) == expected
+        return
+    got = ackids.decode_all(ack_ids)
+    assert got == expected
+    assert all(type(ref) is ackids.AckRef for ref in got)
+
+
+def test_decode_all_of_many_valid_ids() -> None:
+    ids = [ackids.encode("0123abcd", i % 7, 10**12 + i, 1 + i % 3) for i in range(5000)]
+    assert ackids.decode_all(ids) == [ackids.decode(i) for i in ids]
+    with pytest.raises(ackids.MalformedAckId) as bad:
+        ackids.decode_all([*ids[:10], "0123abcd-1-2-0", *ids[10:]])  # generation 0
+    assert str(bad.value) == "0123abcd-1-2-0"
+    # Two ids in one string beside one that is none: as many matches as ids, but not one each.
+    with pytest.raises(ackids.MalformedAckId) as bad:
+        ackids.decode_all([f"{ids[0]}\n{ids[1]}", "x"])
+    assert str(bad.value) == f"{ids[0]}\n{ids[1]}"
+
+
 def test_tag_form() -> None:
     tag = ackids.subscription_tag("projects/p/subscriptions/s", "0123abcd")
     assert re.fullmatch(r"[0-9a-f]{8}", tag)
