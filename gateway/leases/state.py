@@ -18,6 +18,8 @@ from gateway.leases.ranges import RangeSet
 
 R = TypeVar("R")
 V = TypeVar("V")
+# Stale entries the expiry queue may hold beyond twice the leases before it is rebuilt.
+STALE_SLACK = 1024
 
 
 class Budget(Generic[R]):
@@ -101,20 +103,18 @@ class PartitionState(Generic[R]):
 
     def next_expiry(self) -> int | None:
         """When the next lease expires or the next backed-off message becomes due."""
-        while self._expiry:
-            deadline, offset, gen = self._expiry[0]
-            if self.leases.get(offset) == (gen, deadline) and offset not in self._provisional:
+        if len(self._expiry) > 2 * len(self.leases) + STALE_SLACK:
+            self._compact_expiry()
+        expiry, leases, provisional = self._expiry, self.leases, self._provisional
+        while expiry:
+            deadline, offset, gen = expiry[0]
+            if leases.get(offset) == (gen, deadline) and offset not in provisional:
                 break
-            heapq.heappop(self._expiry)
-        times = [
-            t
-            for t in (
-                self._expiry[0][0] if self._expiry else None,
-                self._delayed[0][0] if self._delayed else None,
-            )
-            if t is not None
-        ]
-        return min(times) if times else None
+            heapq.heappop(expiry)
+        if not self._delayed:
+            return expiry[0][0] if expiry else None
+        due = self._delayed[0][0]
+        return min(due, expiry[0][0]) if expiry else due
 
     def take_dead(self) -> list[tuple[int, int, R]]:
         """Messages due for the dead-letter topic: (offset, deliveries, record), marked in flight."""
@@ -211,28 +211,39 @@ class PartitionState(Generic[R]):
         self._promote(now_ms)
         out: list[tuple[int, int, R]] = []
         batch_keys: set[bytes] = set()
-        while self._ready and len(out) < n:
-            offset = heapq.heappop(self._ready)
-            self._ready_set.discard(offset)
-            if offset in self.leases or offset not in self.records or offset in self._dead:
+        # Once per delivered message: what the loop reads, in locals.
+        ready, ready_set, leases, records, attempts = (
+            self._ready,
+            self._ready_set,
+            self.leases,
+            self.records,
+            self.attempts,
+        )
+        key_of, dead, max_attempts = self.key_of, self._dead, self.max_attempts
+        pay = budget.pay if budget is not None else None
+        while ready and len(out) < n:
+            offset = heapq.heappop(ready)
+            ready_set.discard(offset)
+            record = records.get(offset)
+            if record is None or offset in leases or offset in dead:
                 continue
-            key = self._key(offset)
-            if self.max_attempts and self._failures(offset) >= self.max_attempts:
-                self._dead[offset] = False  # used up its deliveries before a restart
+            key = key_of(record) if key_of is not None else None
+            if max_attempts and self._failures(offset) >= max_attempts:
+                dead[offset] = False  # used up its deliveries before a restart
                 self._hold_key(key, offset)
                 continue
             if key is not None and key not in batch_keys and self._key_leases.get(key):
                 heapq.heappush(self._deferred.setdefault(key, []), offset)
                 continue  # an earlier message of this key is still out
-            if budget is not None and not budget.pay(self.records[offset]):
+            if pay is not None and not pay(record):
                 self._make_ready(offset)
                 break
             if key is not None:
                 batch_keys.add(key)
-            gen = self.attempts.get(offset, 0) + 1
-            self.attempts[offset] = gen
+            gen = attempts.get(offset, 0) + 1
+            attempts[offset] = gen
             self._lease(offset, gen, deadline_ms)
-            out.append((offset, gen, self.records[offset]))
+            out.append((offset, gen, record))
         if out:
             self.dirty = True
         return out
@@ -402,10 +413,21 @@ class PartitionState(Generic[R]):
         return None if record is None else self.key_of(record)
 
     def _lease(self, offset: int, gen: int, deadline_ms: int) -> None:
+        if len(self._expiry) > 2 * len(self.leases) + STALE_SLACK:
+            self._compact_expiry()
         self.leases[offset] = (gen, deadline_ms)
         heapq.heappush(self._expiry, (deadline_ms, offset, gen))
-        if (key := self._key(offset)) is not None:
+        if self.key_of is not None and (key := self._key(offset)) is not None:
             self._key_leases.setdefault(key, set()).add(offset)
+
+    def _compact_expiry(self) -> None:
+        """Rebuild the expiry queue from the leases. Its entries go stale when a lease ends or
+        moves (acks, deadline changes: two or more per message), and each stale entry would
+        otherwise be popped one by one when it comes to the front, long after; a rebuild once
+        they outnumber the leases costs less per entry."""
+        provisional = self._provisional
+        self._expiry = [(d, o, g) for o, (g, d) in self.leases.items() if o not in provisional]
+        heapq.heapify(self._expiry)
 
     def _release(self, offset: int, now_ms: int | None = None) -> None:
         """End a lease. With now_ms the delivery failed (nack, expiry): the retry and

@@ -140,6 +140,64 @@ def test_expire_counts_and_next_expiry() -> None:
     assert s.ready_count == 3
 
 
+@hsettings(max_examples=60, deadline=None, database=None)
+@given(st.lists(st.tuples(st.sampled_from("tddddak"), st.integers(0, 9), st.integers(1, 3000)), max_size=400))
+def test_expiry_follows_the_leases_however_often_they_move(ops: list[tuple[str, int, int]]) -> None:
+    """Deadline changes and acks leave stale entries in the expiry queue, and the queue is
+    rebuilt once they outnumber the leases: expiry still ends exactly the leases whose latest
+    deadline has passed, and the queue stays bounded by the leases."""
+    from unittest import mock
+
+    from gateway.leases import state as state_module
+
+    with mock.patch.object(state_module, "STALE_SLACK", 4):  # small: rebuilt often
+        _expiry_follows_the_leases(ops, state_module.STALE_SLACK)
+
+
+def _expiry_follows_the_leases(ops: list[tuple[str, int, int]], slack: int) -> None:
+    s = fresh(range(10))
+    model: dict[int, tuple[int, int]] = {}  # offset -> (generation, deadline)
+    now = peak = 0
+    for op, offset, ms in ops:
+        if op == "t":
+            for o, g, _r in s.take(3, now, now + ms):
+                model[o] = (g, now + ms)
+        elif op == "d" and offset in model:
+            g = model[offset][0]
+            s.apply(SetDeadline(P, ((offset, g),), now + ms), now_ms=now)
+            model[offset] = (g, now + ms)
+        elif op == "a" and offset in model:
+            s.apply(ack(offset), now_ms=now)
+            del model[offset]
+        elif op == "k":
+            now += ms // 10
+            ended = {o for o, (_g, d) in model.items() if d <= now}
+            assert s.expire(now) == len(ended)
+            model = {o: lease for o, lease in model.items() if o not in ended}
+        assert s.next_expiry() == min((d for _g, d in model.values()), default=None)
+        assert {o: s.lease_of(o) for o in model} == model
+        peak = max(peak, len(model))
+        assert len(s._expiry) <= 2 * peak + slack + 1, "stale entries are dropped as they build up"
+
+
+def test_a_lease_moved_thousands_of_times_expires_once_at_its_last_deadline() -> None:
+    """Each move leaves a stale entry behind the earliest lease, where nothing pops it: the
+    queue is rebuilt as they build up, and keeps exactly one live entry per lease."""
+    from gateway.leases import state as state_module
+
+    s = fresh(range(2))
+    s.take(2, 0, 100)
+    for i in range(5000):
+        s.apply(SetDeadline(P, ((1, 1),), 1000 + i), now_ms=0)
+        assert s.next_expiry() == 100
+        assert len(s._expiry) <= 2 * 2 + state_module.STALE_SLACK + 1
+    assert s.expire(999) == 1  # offset 0
+    assert s.next_expiry() == 5999
+    assert s.expire(5998) == 0
+    assert s.expire(5999) == 1
+    assert s.next_expiry() is None
+
+
 def test_set_deadline_extends() -> None:
     s = fresh(range(1))
     s.take(1, 0, 100)
