@@ -12,6 +12,7 @@ from aiohttp import web
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
+    GCCollector,
     Info,
     ProcessCollector,
     disable_created_metrics,
@@ -49,6 +50,7 @@ class Observer:
         self._settings = settings
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)  # collections per generation: the GC's share shows here
         if worker is not None:
             Info(
                 "pubsub_gateway_worker",

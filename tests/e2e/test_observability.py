@@ -153,6 +153,7 @@ def test_metrics_follow_publish_pull_ack_and_nack(
     assert up and all(v == 1 for v in up)
     assert value(samples, "pubsub_gateway_kafka_producer_queue_messages") is not None
     assert value(samples, "process_resident_memory_bytes") is not None
+    assert (value(samples, "python_gc_collections_total", generation="0") or 0) >= 1
 
     # An open StreamingPull stream of the official subscriber.
     streaming = sub.subscribe(subscription, callback=lambda m: m.ack())
