@@ -60,7 +60,11 @@ class StreamSession:
         self.deadline_seconds = deadline_seconds
         self._max_messages = max_messages if max_messages > 0 else 1 << 30
         self._max_bytes = max_bytes if max_bytes > 0 else 1 << 62
-        self._outstanding: dict[tuple[int, int], int] = {}  # (partition, offset) -> bytes
+        # What this stream delivered and no word has ended yet: partition -> {offset: bytes}.
+        # By partition, so that an ack, which every stream of the subscription hears of, is
+        # matched against each stream's share in one set operation.
+        self._outstanding: dict[int, dict[int, int]] = {}
+        self._count = 0
         self._bytes = 0
         self._wake = asyncio.Event()
         self._pong = False
@@ -103,30 +107,39 @@ class StreamSession:
         self._service.forget_stream(self)
 
     def _settled(self, partition: int, offsets: list[int]) -> None:
-        freed = False
-        for offset in offsets:
-            size = self._outstanding.pop((partition, offset), None)
-            if size is not None:
-                self._bytes -= size
-                freed = True
-        if freed:
+        mine = self._outstanding.get(partition)
+        if not mine:
+            return
+        ended = mine.keys() & offsets
+        if ended:
+            for offset in ended:
+                self._bytes -= mine.pop(offset)
+            self._count -= len(ended)
             self._wake.set()
+
+    def _drop(self, partition: int, offset: int) -> None:
+        mine = self._outstanding.get(partition)
+        size = None if mine is None else mine.pop(offset, None)
+        if size is not None:
+            self._bytes -= size
+            self._count -= 1
 
     # -- the response side -------------------------------------------------------------------
 
     def _room(self) -> int:
-        if len(self._outstanding) >= self._max_messages or self._bytes >= self._max_bytes:
+        if self._count >= self._max_messages or self._bytes >= self._max_bytes:
             self._prune()
         if self._bytes >= self._max_bytes:
             return 0
-        return max(0, min(self._max_messages - len(self._outstanding), 1000))
+        return max(0, min(self._max_messages - self._count, 1000))
 
     def _prune(self) -> None:
         """Forget deliveries that ended without a word to us (expired, acked elsewhere)."""
-        runner = self._runner
-        for key in list(self._outstanding):
-            if not runner.leased(*key):
-                self._bytes -= self._outstanding.pop(key)
+        leased = self._runner.leased
+        for p, mine in self._outstanding.items():
+            for offset in [o for o in mine if not leased(p, o)]:
+                self._bytes -= mine.pop(offset)
+                self._count -= 1
 
     def _output(self, deliveries: list[Delivery]) -> StreamOutput:
         confirmations, self._confirmations = self._confirmations, []
@@ -152,15 +165,19 @@ class StreamSession:
                     min(room, CHUNK * 10), until, self._service.response_budget(len(self._confirmations))
                 )
                 # Respect the byte limit: count what fits, give back the rest.
-                used, outstanding = self._bytes, self._outstanding
+                used, added, outstanding = self._bytes, 0, self._outstanding
                 for i, (p, o, _, r) in enumerate(taken):
                     if used >= self._max_bytes:
                         self._give_back(taken[i:])
                         taken = taken[:i]
                         break
-                    size = r.size
-                    outstanding[(p, o)] = size
-                    used += size
+                    if (mine := outstanding.get(p)) is None:
+                        mine = outstanding[p] = {}
+                    if o not in mine:  # (else delivered here before, and its lease ran out unheard)
+                        mine[o] = size = r.size
+                        used += size
+                        added += 1
+                self._count += added
                 self._bytes = used
             if taken:
                 got = await runner.deliver(self.res, taken, until)
@@ -177,9 +194,7 @@ class StreamSession:
         delivered = {(d.record.partition, d.record.offset) for d in got}
         for p, o, _, _ in taken:
             if (p, o) not in delivered:
-                size = self._outstanding.pop((p, o), None)
-                if size is not None:
-                    self._bytes -= size
+                self._drop(p, o)
 
     def _give_back(self, extra: list[tuple[int, int, int, Record]]) -> None:
         for p, o, g, _ in extra:

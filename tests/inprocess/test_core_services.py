@@ -107,6 +107,40 @@ def test_a_stream_session_delivers_within_its_outstanding_limit(gw: InProcessGat
     assert sorted(d.record.value for d in first + rest) == sorted(f"s{i}".encode() for i in range(25))
 
 
+def test_a_stream_counts_a_message_it_gets_again_once(gw: InProcessGateway, names: Names) -> None:
+    """A lease that runs out tells no stream: the message may come back on the stream that
+    still counts it as outstanding. It must count once, or the stream has less room after."""
+    topic, sub = _setup(gw, names, ack_deadline_seconds=10)
+    _publish(gw, topic, ["a", "b"])
+    delivery = gw.gateway.delivery
+
+    async def read() -> tuple[list[Delivery], list[Delivery], list[Delivery]]:
+        session = await delivery.open_stream(sub, 10, 3, 0)  # room for 3: never full below
+        batches = session.batches()
+        try:
+            first: list[Delivery] = []
+            while len(first) < 2:
+                first += (await asyncio.wait_for(anext(batches), 20)).deliveries
+            again: list[Delivery] = []  # not acked: back after their 10 s, on this same stream
+            while len(again) < 2:
+                again += (await asyncio.wait_for(anext(batches), 30)).deliveries
+            await delivery.acknowledge(sub, [d.ack_id for d in again])
+            await gw.gateway.topics.publish(topic, [OutgoingMessage(t.encode(), {}, "") for t in "cde"])
+            later: list[Delivery] = []  # the stream's whole room again: 3 at once
+            while len(later) < 3:
+                later += (await asyncio.wait_for(anext(batches), 5)).deliveries
+        finally:
+            await batches.aclose()
+            session.release()
+        await delivery.acknowledge(sub, [d.ack_id for d in later])
+        return first, again, later
+
+    first, again, later = gw.run(read())
+    assert sorted(d.record.value for d in again) == [b"a", b"b"] == sorted(d.record.value for d in first)
+    assert {d.ack_id for d in again}.isdisjoint(d.ack_id for d in first)  # new leases
+    assert sorted(d.record.value for d in later) == [b"c", b"d", b"e"]
+
+
 def test_ordered_delivery_holds_a_key_until_its_message_is_acked(gw: InProcessGateway, names: Names) -> None:
     topic, sub = _setup(gw, names, enable_message_ordering=True, ack_deadline_seconds=60)
     _publish(gw, topic, [f"k{i}" for i in range(5)], key="key-a")
