@@ -68,11 +68,9 @@ class LeaseOwner(Protocol):
 
     def owns(self, p: int) -> bool: ...
 
-    def is_acked(self, p: int, offset: int) -> bool: ...
-
-    def lease_valid(self, p: int, offset: int, generation: int, now_ms: int) -> bool: ...
-
-    def hold(self, p: int, offset: int, generation: int, until_ms: int) -> None: ...
+    def judge(
+        self, p: int, entries: list[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
+    ) -> list[bool | None]: ...
 
     def order_acks(self, p: int, offsets: list[int]) -> list[int]: ...
 
@@ -147,16 +145,20 @@ def judge(
     failures: dict[str, str] = {}
     if runner is None:
         return valid, failures
+    hold_until = now + HOLD_MS if hold else None
     for p, rs in local.items():
-        for ack_id, ref in rs:
-            if seconds is None and runner.is_acked(p, ref.offset):
-                continue  # acked already: acking again succeeds
-            if runner.lease_valid(p, ref.offset, ref.generation, now):
-                if hold:
-                    runner.hold(p, ref.offset, ref.generation, now + HOLD_MS)
-                valid.setdefault(p, []).append((ack_id, ref))
-            else:
+        verdicts = runner.judge(
+            p, [(r.offset, r.generation) for _, r in rs], seconds is None, now, hold_until
+        )
+        mine: list[Ref] = []
+        for (ack_id, ref), verdict in zip(rs, verdicts, strict=True):
+            if verdict:
+                mine.append((ack_id, ref))
+            elif verdict is False:
                 failures[ack_id] = exactly_once.INVALID
+            # None: acked already, and acking again succeeds
+        if mine:
+            valid[p] = mine
     return valid, failures
 
 
@@ -167,7 +169,7 @@ def _count(
     if runner is None or seconds not in (None, 0) or not valid:
         return
     skip = set(unwritten)
-    refs = ((p, r.offset) for p, rs in valid.items() if p not in skip for _, r in rs)
+    refs = [(p, r.offset) for p, rs in valid.items() if p not in skip for _, r in rs]
     if seconds is None:
         runner.tally.on_acked(refs, now_ms())
     else:

@@ -527,14 +527,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     def owns(self, p: int) -> bool:
         return p in self.states
 
-    def is_acked(self, p: int, offset: int) -> bool:
-        return self.states[p].is_acked(offset)
-
-    def lease_valid(self, p: int, offset: int, generation: int, now_ms: int) -> bool:
-        return self.states[p].lease_valid(offset, generation, now_ms)
-
-    def hold(self, p: int, offset: int, generation: int, until_ms: int) -> None:
-        self.states[p].hold(offset, generation, until_ms)
+    def judge(
+        self, p: int, entries: list[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
+    ) -> list[bool | None]:
+        """Which (offset, generation) of partition p name current leases: PartitionState.judge."""
+        return self.states[p].judge(entries, acking, now_ms, hold_until)
 
     def order_acks(self, p: int, offsets: list[int]) -> list[int]:
         """Of acks of leased messages, those to write now (see PartitionState.order_acks). The

@@ -14,6 +14,7 @@ tally of their own, labelled with their name; every later one shares one tally l
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, TypeVar
 
@@ -97,16 +98,17 @@ class Tally:
     def on_acked(self, refs: Iterable[tuple[int, int]], now_ms: int) -> None:
         """Acks the owner accepted, (partition, offset) each: counted, and timed when their
         delivery was."""
-        sent = self.sent_ms
+        pop = self.sent_ms.pop
         buckets = self.ack_latency_buckets
+        bucket_of = functools.partial(bisect.bisect_left, ACK_LATENCY_BOUNDS_MS)
         n = total = 0
         for ref in refs:
             n += 1
-            at = sent.pop(ref, None)
+            at = pop(ref, None)
             if at is not None:
                 ms = now_ms - at
                 total += ms
-                buckets[bisect.bisect_left(ACK_LATENCY_BOUNDS_MS, ms)] += 1
+                buckets[bucket_of(ms)] += 1
         self.acked += n
         self.ack_latency_sum_ms += total
 

@@ -142,6 +142,27 @@ class PartitionState(Generic[R]):
         lease = self.leases.get(offset)
         return lease is not None and lease[0] == generation and lease[1] > now_ms
 
+    def judge(
+        self, entries: Iterable[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None = None
+    ) -> list[bool | None]:
+        """For each (offset, generation) an ack id names: True if it names the current,
+        unexpired lease (which then, given `hold_until`, runs at least that long: see `hold`),
+        False if not; with `acking`, None for an offset acked already (acking again succeeds).
+        `lease_valid` and `is_acked` of a whole call at once (an acked offset has no lease)."""
+        leases, watermark = self.leases, self.watermark
+        out: list[bool | None] = []
+        for offset, gen in entries:
+            lease = leases.get(offset)
+            if lease is not None and lease[0] == gen and lease[1] > now_ms:
+                if hold_until is not None and lease[1] < hold_until:
+                    self._lease(offset, gen, hold_until)
+                out.append(True)
+            elif acking and (offset < watermark or offset in self.acked):
+                out.append(None)
+            else:
+                out.append(False)
+        return out
+
     def hold(self, offset: int, generation: int, until_ms: int) -> None:
         """Keep a valid lease from expiring while an ack of it is being written."""
         lease = self.leases.get(offset)
@@ -365,9 +386,29 @@ class PartitionState(Generic[R]):
                 offsets: Iterable[int] = range(start, end)
             else:
                 offsets = [o for o in {*self.attempts, *self.records} if start <= o < end]
+            if self._rarely_used():
+                for offset in offsets:
+                    self._forget(offset)
+                continue
+            # Once per acked message, and nothing but these four hold it: _forget, inlined.
+            leases, attempts, records, ready = self.leases, self.attempts, self.records, self._ready_set
             for offset in offsets:
-                self._forget(offset)
+                leases.pop(offset, None)
+                attempts.pop(offset, None)
+                records.pop(offset, None)
+                ready.discard(offset)
         self._advance()
+
+    def _rarely_used(self) -> bool:
+        """Whether any of the structures that are empty almost always holds something: dead
+        letters, provisional acks, redeliveries pulled back, retry backoff, ordering keys."""
+        return bool(
+            self._dead
+            or self._provisional
+            or self._pulled_back
+            or self._waiting
+            or (self.key_of is not None and self._key_leases)
+        )
 
     def _apply_lease(self, offset: int, gen: int, deadline_ms: int) -> None:
         if self.is_acked(offset) or gen <= self.attempts.get(offset, 0):

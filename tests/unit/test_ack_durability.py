@@ -32,14 +32,10 @@ class Owner:
     def owns(self, p: int) -> bool:
         return p == 0
 
-    def is_acked(self, p: int, offset: int) -> bool:
-        return False
-
-    def lease_valid(self, p: int, offset: int, generation: int, now_ms: int) -> bool:
-        return True
-
-    def hold(self, p: int, offset: int, generation: int, until_ms: int) -> None:
-        pass
+    def judge(
+        self, p: int, entries: list[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
+    ) -> list[bool | None]:
+        return [True] * len(entries)
 
     def order_acks(self, p: int, offsets: list[int]) -> list[int]:
         return offsets

@@ -198,6 +198,25 @@ def test_a_lease_moved_thousands_of_times_expires_once_at_its_last_deadline() ->
     assert s.next_expiry() is None
 
 
+def test_judge_says_which_ids_name_current_leases() -> None:
+    s = fresh(range(6))
+    s.take(5, 0, 100)  # offsets 0-4, generation 1, until 100
+    s.apply(ack(0), now_ms=0)
+    s.apply(ack(3), now_ms=0)  # 3 is acked above the watermark (1)
+    entries = [(1, 1), (2, 2), (0, 1), (3, 1), (5, 1), (4, 1)]
+    # Acking: 0 (below the watermark) and 3 (in `acked`) again succeed; 2 names another
+    # generation, 5 was never delivered.
+    assert s.judge(entries, acking=True, now_ms=50) == [True, False, None, None, False, True]
+    assert s.judge(entries, acking=False, now_ms=50) == [True, False, False, False, False, True]
+    assert s.judge([(1, 1)], acking=True, now_ms=100) == [False], "expired at its deadline"
+    # Held: a current lease runs at least until hold_until; a longer one is left alone.
+    s.apply(SetDeadline(P, ((4, 1),), 900), now_ms=50)
+    assert s.judge([(1, 1), (4, 1)], acking=True, now_ms=50, hold_until=500) == [True, True]
+    assert s.lease_of(1) == (1, 500) and s.lease_of(4) == (1, 900)
+    assert s.judge([(2, 1)], acking=True, now_ms=50, hold_until=None) == [True]
+    assert s.lease_of(2) == (1, 100)
+
+
 def test_set_deadline_extends() -> None:
     s = fresh(range(1))
     s.take(1, 0, 100)
