@@ -20,8 +20,9 @@ of the log partition is folded into this checkpoint, so readers may start there.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
 
@@ -65,9 +66,9 @@ def encode(cmd: Command) -> bytes:
                 body["log_offset"] = cmd.log_offset
             body["lease_runs"] = cmd.leases
             body["attempt_runs"] = cmd.attempts
-    return json.dumps(
-        {"v": VERSION, "p": cmd.partition, "epoch": cmd.epoch, **body}, separators=(",", ":")
-    ).encode()
+    # orjson: the same compact JSON as json.dumps with separators (",", ":"), ~10x faster; every
+    # delivery and deadline change is encoded here, one [offset, generation] pair per message.
+    return orjson.dumps({"v": VERSION, "p": cmd.partition, "epoch": cmd.epoch, **body})
 
 
 def _int(x: Any) -> int:
@@ -82,13 +83,9 @@ def _pairs(raw: Any) -> tuple[tuple[int, int], ...]:
     return tuple((_int(a), _int(b)) for a, b in raw)
 
 
-def _reject_constant(name: str) -> Any:
-    raise BadLogRecord(f"{name} is not a valid lease-log number")
-
-
 def decode(value: bytes) -> Command:
     try:
-        d = json.loads(value, parse_constant=_reject_constant)
+        d = orjson.loads(value)  # NaN and Infinity are no JSON to it: refused, as they must be
         if not isinstance(d, dict):
             raise BadLogRecord("a lease-log value must be a JSON object")
         if d.get("v") != VERSION:

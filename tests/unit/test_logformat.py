@@ -45,6 +45,8 @@ def test_round_trip(cmd) -> None:  # type: ignore[no-untyped-def]
     assert value.isascii()
     assert b" " not in value  # compact
     assert logformat.decode(value) == cmd
+    # The standard library's compact JSON of the same document, byte for byte (docs/lease-log.md).
+    assert value == json.dumps(json.loads(value), separators=(",", ":")).encode()
 
 
 @pytest.mark.parametrize(
