@@ -377,6 +377,8 @@ class PartitionState(Generic[R]):
         self.dirty = True
 
     def _apply_ack(self, ranges: Iterable[tuple[int, int]]) -> None:
+        rare = self._rarely_used()  # (nothing below adds to them)
+        leases, attempts, records, ready = self.leases, self.attempts, self.records, self._ready_set
         for start, end in ranges:
             start = max(start, self.watermark)
             if start >= end:
@@ -386,12 +388,11 @@ class PartitionState(Generic[R]):
                 offsets: Iterable[int] = range(start, end)
             else:
                 offsets = [o for o in {*self.attempts, *self.records} if start <= o < end]
-            if self._rarely_used():
+            if rare:
                 for offset in offsets:
                     self._forget(offset)
                 continue
             # Once per acked message, and nothing but these four hold it: _forget, inlined.
-            leases, attempts, records, ready = self.leases, self.attempts, self.records, self._ready_set
             for offset in offsets:
                 leases.pop(offset, None)
                 attempts.pop(offset, None)
