@@ -137,18 +137,13 @@ class PartitionState(Generic[R]):
     def lease_of(self, offset: int) -> tuple[int, int] | None:
         return self.leases.get(offset)
 
-    def lease_valid(self, offset: int, generation: int, now_ms: int) -> bool:
-        """Whether an ack id of this delivery still names the current, unexpired lease."""
-        lease = self.leases.get(offset)
-        return lease is not None and lease[0] == generation and lease[1] > now_ms
-
     def judge(
         self, entries: Iterable[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None = None
     ) -> list[bool | None]:
         """For each (offset, generation) an ack id names: True if it names the current,
-        unexpired lease (which then, given `hold_until`, runs at least that long: see `hold`),
-        False if not; with `acking`, None for an offset acked already (acking again succeeds).
-        `lease_valid` and `is_acked` of a whole call at once (an acked offset has no lease)."""
+        unexpired lease, False if not; with `acking`, None for an offset acked already (acking
+        again succeeds; an acked offset has no lease). `hold_until`: a current lease runs at
+        least that long, so that it does not expire while an ack of it is being written."""
         leases, watermark = self.leases, self.watermark
         out: list[bool | None] = []
         for offset, gen in entries:
@@ -162,12 +157,6 @@ class PartitionState(Generic[R]):
             else:
                 out.append(False)
         return out
-
-    def hold(self, offset: int, generation: int, until_ms: int) -> None:
-        """Keep a valid lease from expiring while an ack of it is being written."""
-        lease = self.leases.get(offset)
-        if lease is not None and lease[0] == generation and lease[1] < until_ms:
-            self._lease(offset, generation, until_ms)
 
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(

@@ -61,13 +61,12 @@ def test_without_key_of_nothing_is_held_back() -> None:
 def test_lease_validity_and_hold() -> None:
     state = _ordered(None, None)
     state.take(10, T0, DL)
-    assert state.lease_valid(0, 1, T0)
-    assert not state.lease_valid(0, 2, T0), "another generation"
-    assert not state.lease_valid(0, 1, DL), "expired"
-    state.hold(0, 1, DL + 5_000)
-    assert state.lease_valid(0, 1, DL + 1)
-    state.hold(0, 7, DL + 50_000)  # a stale generation holds nothing
-    assert not state.lease_valid(0, 1, DL + 5_000)
+    assert state.judge([(0, 1), (0, 2)], True, T0) == [True, False], "another generation"
+    assert state.judge([(0, 1)], True, DL) == [False], "expired"
+    assert state.judge([(0, 1)], True, T0, hold_until=DL + 5_000) == [True]
+    assert state.judge([(0, 1)], True, DL + 1) == [True], "held"
+    assert state.judge([(0, 7)], True, T0, hold_until=DL + 50_000) == [False]  # holds nothing
+    assert state.judge([(0, 1)], True, DL + 5_000) == [False]
 
 
 def _ack(state: PartitionState[tuple[int, bytes | None]], *offsets: int, at: int = T0) -> list[int]:
