@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import grpc
 from google.iam.v1 import iam_policy_pb2, policy_pb2
@@ -28,20 +28,17 @@ from gateway._pb.google.pubsub.v1 import schema_pb2
 from gateway.core import exactly_once
 from gateway.core.access import AccessService
 from gateway.core.delivery import DeliveryService
-from gateway.core.runner import Delivery
 from gateway.core.snapshots import SnapshotService, check_seek_target
 from gateway.core.streams import Confirmation, StreamSession, check_modacks
 from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topic_schemas import SchemaMarks
 from gateway.core.topics import TopicService
 from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
-from gateway.translate import limits, records
+from gateway.translate import limits
 from gateway.translate.limits import OutgoingMessage
+from gateway.wire import received
 from gateway.wire.access import CALLER, FORWARDED, CallGuard, Context
 from gateway.wire.peers import DETAILS_KEY
-
-if TYPE_CHECKING:
-    from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 # Empty of the gateway's own descriptor pool: what the RPCs that answer nothing return.
 _EMPTY = _pool.message_class("google.protobuf.Empty")
@@ -147,36 +144,6 @@ def _guard(fn: Handler[S, M, R]) -> Callable[[S, M | Undecodable, Context], Awai
         raise AssertionError("unreachable")  # context.abort raises
 
     return wrapper
-
-
-def add_received(
-    into: RepeatedCompositeFieldContainer[pb.ReceivedMessage],
-    deliveries: list[Delivery],
-    marks: SchemaMarks | None = None,
-) -> None:
-    """Append deliveries to a response's `received_messages`, filling each message in place:
-    passing built submessages to constructors copies them, and the copies serialize several
-    times slower (this is most of the gateway's cost per delivered message). `marks` rewrites
-    the schema attributes of messages whose schema or revision was deleted."""
-    add = into.add
-    for d in deliveries:
-        r = d.record
-        out = add(ack_id=d.ack_id, delivery_attempt=d.attempt)
-        msg = out.message
-        if r.headers is None and r.key is None:  # the common case, without the general mapping
-            msg.data = r.value or b""
-            msg.message_id = records.message_id(r.partition, r.offset)
-        else:
-            view = records.to_message(r)
-            if marks is not None:
-                marks.apply(view.attributes)
-            msg.data = view.data
-            msg.message_id = view.message_id
-            msg.ordering_key = view.ordering_key
-            msg.attributes.update(view.attributes)
-        when = msg.publish_time
-        when.seconds, ms = divmod(r.timestamp_ms, 1000)
-        when.nanos = ms * 1_000_000
 
 
 def _mask(
@@ -312,19 +279,17 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
         return _EMPTY()
 
     @_guard
-    async def Pull(self, request: pb.PullRequest, context: Context) -> pb.PullResponse:
+    async def Pull(self, request: pb.PullRequest, context: Context) -> received.Encoded:
         remaining = context.time_remaining()
         wait = 0.0 if request.return_immediately else 3600.0
         if remaining is not None:
             wait = min(wait, max(0.0, remaining - PULL_DEADLINE_MARGIN))
         got = await self._delivery.pull(request.subscription, request.max_messages, wait)
-        response = pb.PullResponse()
-        add_received(response.received_messages, got, self._marks)
-        return response
+        return received.Encoded(pb.PullResponse(), received.encode(got, self._marks))
 
     async def StreamingPull(
         self, request_iterator: AsyncIterator[pb.StreamingPullRequest | Undecodable], context: Context
-    ) -> AsyncIterator[pb.StreamingPullResponse]:
+    ) -> AsyncIterator[received.Encoded]:
         requests = decoded_stream(aiter(request_iterator))
         try:
             first = await anext(requests, None)
@@ -349,9 +314,8 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
                             message_ordering_enabled=ordered,
                         ),
                     )
-                    add_received(response.received_messages, out.deliveries, self._marks)
                     _confirm(response, out.confirmations)
-                    yield response
+                    yield received.Encoded(response, received.encode(out.deliveries, self._marks))
             finally:
                 reader.cancel()
                 session.release()
@@ -511,18 +475,22 @@ _KINDS = {
 }
 
 
+def _serialize(response: Message | received.Encoded) -> bytes:
+    """A response's bytes; a Pull or StreamingPull response is `received.Encoded`."""
+    return response.SerializeToString()
+
+
 def register(server: grpc.aio.Server, desc: ServiceDescriptor, servicer: object) -> None:
     """What the generated `add_*Servicer_to_server` does, from the service's descriptor, with
     request deserializers that hand undecodable requests to the handler (`decoder`)."""
-    handlers: dict[str, grpc.RpcMethodHandler[Message | Undecodable, Message]] = {}
+    handlers: dict[str, grpc.RpcMethodHandler[Message | Undecodable, Message | received.Encoded]] = {}
     for method in desc.methods:
         request = message_factory.GetMessageClass(method.input_type)
-        response = message_factory.GetMessageClass(method.output_type)
         kind = _KINDS[method.client_streaming, method.server_streaming]
         handlers[method.name] = kind(
             getattr(servicer, method.name),
             request_deserializer=decoder(request),
-            response_serializer=response.SerializeToString,
+            response_serializer=_serialize,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(desc.full_name, handlers),))
     server.add_registered_method_handlers(desc.full_name, handlers)

@@ -1,0 +1,125 @@
+"""Received messages encoded by hand (wire/received.py) against the protobuf runtime's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+from gateway.core.runner import Delivery
+from gateway.translate import records
+from gateway.translate.records import Record
+from gateway.wire import received
+
+texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+headers = st.lists(
+    st.tuples(st.text(min_size=1, max_size=10), st.one_of(st.none(), st.binary(max_size=20), texts)),
+    max_size=4,
+)
+plain_records = st.builds(
+    Record,
+    partition=st.integers(0, 1000),
+    offset=st.integers(0, (1 << 40) - 1),
+    timestamp_ms=st.one_of(
+        st.sampled_from([0, -1, 1000, 999, 1_764_150_000_000]), st.integers(-(10**13), 10**13)
+    ),
+    key=st.none(),
+    value=st.one_of(st.none(), st.binary(max_size=300), st.binary(min_size=16_380, max_size=16_400)),
+    headers=st.none(),
+)
+any_records = st.one_of(
+    plain_records,
+    st.builds(
+        Record,
+        partition=st.integers(0, 1000),
+        offset=st.integers(0, (1 << 40) - 1),
+        timestamp_ms=st.integers(-(10**13), 10**13),
+        key=st.one_of(st.none(), st.binary(max_size=40), texts.map(str.encode)),
+        value=st.one_of(st.none(), st.binary(max_size=300)),
+        headers=st.one_of(st.none(), headers),
+    ),
+)
+ack_ids = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=200)
+attempts = st.one_of(st.just(0), st.integers(1, 1000), st.integers(0, (1 << 31) - 1))
+
+
+def deliveries(records_: st.SearchStrategy[Record]) -> st.SearchStrategy[list[Delivery]]:
+    return st.lists(st.builds(Delivery, ack_id=ack_ids, record=records_, attempt=attempts), max_size=20)
+
+
+class Marks:
+    """Stands in for SchemaMarks: rewrites one attribute, as a deleted schema would."""
+
+    def apply(self, attributes: dict[str, str]) -> None:
+        if "s" in attributes:
+            attributes["s"] = "_deleted-schema_"
+
+
+def runtime(got: list[Delivery], marks: Any = None) -> pb.PullResponse:
+    """The response built with the protobuf runtime, field by field in place."""
+    response = pb.PullResponse()
+    for d in got:
+        view = records.to_message(d.record)
+        if marks is not None:
+            marks.apply(view.attributes)
+        out = response.received_messages.add(ack_id=d.ack_id, delivery_attempt=d.attempt)
+        msg = out.message
+        msg.data = view.data
+        msg.message_id = view.message_id
+        msg.ordering_key = view.ordering_key
+        msg.attributes.update(view.attributes)
+        when = msg.publish_time
+        when.seconds, ms = divmod(d.record.timestamp_ms, 1000)
+        when.nanos = ms * 1_000_000
+    return response
+
+
+@hsettings(max_examples=300)
+@given(deliveries(plain_records))
+def test_plain_records_encode_to_the_runtimes_bytes(got: list[Delivery]) -> None:
+    assert received.encode(got) == runtime(got).SerializeToString()
+
+
+@hsettings(max_examples=300)
+@given(deliveries(any_records))
+def test_any_record_decodes_to_what_the_runtime_builds(got: list[Delivery]) -> None:
+    # A map's entries may come in any order, so the bytes are compared decoded.
+    marks = Marks()
+    assert pb.PullResponse.FromString(received.encode(got, marks)) == runtime(got, marks)
+
+
+def test_a_response_is_its_messages_and_the_rest_of_it() -> None:
+    got = [
+        Delivery("a-1", Record(2, 7, 1_700_000_000_123, None, b"x", None), 0),
+        Delivery("a-2", Record(2, 8, 1_700_000_000_123, b"k", b"y", [("s", b"v"), ("t", b"\xff")]), 3),
+    ]
+    head = pb.StreamingPullResponse(
+        subscription_properties=pb.StreamingPullResponse.SubscriptionProperties(
+            exactly_once_delivery_enabled=True
+        ),
+        acknowledge_confirmation=pb.StreamingPullResponse.AcknowledgeConfirmation(ack_ids=["a-0"]),
+    )
+    response = received.Encoded(head, received.encode(got, Marks()))
+    whole = pb.StreamingPullResponse.FromString(response.SerializeToString())
+    assert whole.subscription_properties.exactly_once_delivery_enabled
+    assert list(whole.acknowledge_confirmation.ack_ids) == ["a-0"]
+    assert [m.ack_id for m in whole.received_messages] == ["a-1", "a-2"]
+    second = whole.received_messages[1]
+    assert second.delivery_attempt == 3
+    assert second.message.ordering_key == "k"
+    assert dict(second.message.attributes) == {"s": "_deleted-schema_", "t-base64": "/w=="}
+    assert second.message.message_id == records.message_id(2, 8)
+    assert (second.message.publish_time.seconds, second.message.publish_time.nanos) == (
+        1_700_000_000,
+        123_000_000,
+    )
+    assert list(response.received_messages) == list(whole.received_messages)
+
+
+@given(st.integers(-(1 << 63), (1 << 63) - 1).filter(bool))
+def test_varints_are_protobufs(n: int) -> None:
+    assert Timestamp(seconds=n).SerializeToString() == b"\x08" + received.varint(n)
