@@ -115,8 +115,12 @@ class Encoded:
     def SerializeToString(self) -> bytes:
         return self.received + self.head.SerializeToString()
 
+    def message(self) -> Message:
+        """The whole response as a message again, for callers that read it (REST's JSON)."""
+        return type(self.head).FromString(self.SerializeToString())
+
     @property
     def received_messages(self) -> Any:
         """The messages decoded again (tracing reads their ids and attributes)."""
-        whole: Any = type(self.head).FromString(self.SerializeToString())
+        whole: Any = self.message()
         return whole.received_messages

@@ -33,7 +33,7 @@ from google.rpc import (
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2, schema_pb2
 from gateway.errors import Code
-from gateway.wire import openapi, rest_json, rest_routes
+from gateway.wire import openapi, received, rest_json, rest_routes
 from gateway.wire.access import Context
 from gateway.wire.http_guard import ConnectionGuard
 from gateway.wire.peers import DETAILS_KEY
@@ -144,6 +144,8 @@ async def invoke(call: Call, request: Message, context: CallContext | None = Non
         raise Aborted(Code.UNIMPLEMENTED, context.details or "Method not implemented.") from None
     if context.code is not None and context.code.name != "OK":
         raise Aborted(Code[context.code.name], context.details)
+    if isinstance(result, received.Encoded):  # Pull: its messages are wire bytes already
+        return result.message()
     return result
 
 
