@@ -21,6 +21,8 @@ import os
 import statistics
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,7 +51,13 @@ class Round:
     ack_failures: dict[str, int] = field(default_factory=dict)
     resumed_any_s: float | None = None  # first delivery after the kill
     resumed_killed_partitions_s: float | None = None  # first delivery from the node's partitions
-    longest_delivery_gap_s: float = 0.0
+    # From when on every second of the window had deliveries (None: not by its end). The
+    # publisher never stops, so a second without any is a stall, whenever the first came.
+    flowing_again_s: float | None = None
+    # From when on the gateway's /readyz answered 200 to the window's end (0.0: it never
+    # stopped; None: not ready at the end).
+    ready_again_s: float | None = None
+    longest_delivery_gap_s: float = 0.0  # the end of the window counts as a delivery
     longest_publish_s: float = 0.0
     publish_p50_s: float = 0.0
     # Per second after the kill: messages received, and publishes started that succeeded.
@@ -176,6 +184,24 @@ class Load:
         self.sub.close()
 
 
+def _watch_ready(rest_address: str, since: float, seconds: float) -> float | None:
+    """Ask the gateway's /readyz every half second for `seconds`: when it was ready from on."""
+    ready_from: float | None = 0.0
+    end = since + seconds
+    while (now := time.monotonic()) < end:
+        try:
+            with urllib.request.urlopen(f"http://{rest_address}/readyz", timeout=2) as answer:
+                ready = answer.status == 200
+        except (OSError, urllib.error.URLError):  # a 503 raises HTTPError, an URLError
+            ready = False
+        if not ready:
+            ready_from = None
+        elif ready_from is None:
+            ready_from = round(now - since, 1)
+        time.sleep(max(0.0, min(0.5, end - time.monotonic())))
+    return ready_from
+
+
 def _figures(load: Load, rnd: Round, killed_at: float, parts: set[int], since: float) -> None:
     with load.lock:
         received = sorted(t for t in load.received if t[0] >= since)
@@ -188,7 +214,7 @@ def _figures(load: Load, rnd: Round, killed_at: float, parts: set[int], since: f
     rnd.resumed_any_s = round(after[0] - killed_at, 2) if after else None
     mine = [t for t, p, _ in received if t > killed_at and p in parts]
     rnd.resumed_killed_partitions_s = round(mine[0] - killed_at, 2) if mine else None
-    times = [t for t, _, _ in received]
+    times = [*(t for t, _, _ in received), time.monotonic()]
     rnd.longest_delivery_gap_s = round(max((b - a for a, b in itertools.pairwise(times)), default=0.0), 2)
     rnd.longest_publish_s = round(max(took, default=0.0), 2)
     rnd.publish_p50_s = round(statistics.median(took), 3) if took else 0.0
@@ -196,6 +222,11 @@ def _figures(load: Load, rnd: Round, killed_at: float, parts: set[int], since: f
         started = [s for s, _ in load.publish_seconds if s > killed_at]
     seconds = int(time.monotonic() - killed_at)
     rnd.received_per_s = [sum(1 for t in after if i <= t - killed_at < i + 1) for i in range(seconds)]
+    quiet = [i for i, n in enumerate(rnd.received_per_s) if n == 0]
+    if not quiet:
+        rnd.flowing_again_s = 0.0
+    elif quiet[-1] + 1 < seconds:
+        rnd.flowing_again_s = float(quiet[-1] + 1)
     rnd.published_per_s = [sum(1 for s in started if i <= s - killed_at < i + 1) for i in range(seconds)]
 
 
@@ -264,7 +295,7 @@ def run(
                 rnd = Round(what, node)
                 killed_at = time.monotonic()
                 kafka.kill_node(node)
-                time.sleep(after)
+                rnd.ready_again_s = _watch_ready(gw.rest_address, killed_at, after)
                 _figures(load, rnd, killed_at, parts, since)
                 out["rounds"].append(asdict(rnd))
                 kafka.start_node(node, timeout=180)

@@ -40,6 +40,14 @@ log = logging.getLogger(__name__)
 _rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
 T = TypeVar("T")
 TIMEOUT = 15.0
+# How often the admin client asks a broker for the cluster's metadata, so for the node it sends
+# controller requests to (creating, deleting and describing topics). A KRaft broker names any
+# live broker as the "controller", and librdkafka keeps sending to the one it was told of for as
+# long as that node is down, asking nothing new meanwhile: with its default of 5 minutes, a
+# killed broker of a cluster left every such call timing out for minutes, readiness included.
+# Refreshed this often, the calls find a live node within this long of the cluster fencing the
+# dead one (tests/integration/test_broker_failover.py).
+METADATA_REFRESH_MS = 2_000
 
 
 _REFUSED_LOGIN = {KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION}
@@ -106,7 +114,7 @@ class TopicSpec:
 
 class Admin:
     def __init__(self, config: Mapping[str, str | int | bool], replication_factor: int = -1) -> None:
-        self._config = client_config(config)
+        self._config = client_config(config, {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS})
         self._client = AdminClient(self._config, logger=_rdkafka_log)
         self._replication = replication_factor
 
