@@ -32,12 +32,21 @@ from gateway.translate.ackids import AckRef
 
 log = logging.getLogger(__name__)
 Ref = tuple[str, AckRef]  # the ack id as the client sent it, and what it names
-HOLD_MS = 10_000  # a valid lease does not expire while its ack is being written
 # How long an ack or deadline change waits for its lease-log write before it answers: a write
 # waits for as long as its log partition has no leader (a dead broker led it, until the
 # controller notices: 9 s by default), and the official clients block their stream or their
 # ack thread on these calls. What is still being written then is answered as settle() says.
 SETTLE_PATIENCE_SECONDS = 1.0
+# With exactly-once, what is not yet written is answered as a transient failure, and the
+# official clients retry it after a random, doubling backoff: a failure during the seconds a
+# dead broker is not yet fenced let the Python subscriber wait 26 s more for its next try,
+# holding its stream meanwhile (receipt modacks gate delivery to user code). Waiting for the
+# write instead answers as soon as Kafka takes writes again: past the default fence (9 s) and
+# an election, and well within the clients' 60 s deadline for these calls.
+EXACTLY_ONCE_PATIENCE_SECONDS = 15.0
+# A valid lease does not expire while its ack or deadline change is being written (exactly-once:
+# an ack confirmed must not find its message redelivered): longer than any wait above.
+HOLD_MS = 20_000
 
 
 class LogWriter:
@@ -204,13 +213,15 @@ class AckPath:
         cmds: dict[int, Command],
         settles: bool,
         early: bool,
-        patience: float = SETTLE_PATIENCE_SECONDS,
+        patience: float | None = None,
     ) -> tuple[set[int], dict[int, BaseException]]:
         """Write each partition's command and apply it here once durable. Returns the
         partitions whose write is still under way after `patience` seconds and those whose
         write failed. A late write is applied here when it ends, or, if `early`, at once (and
         when it ends only its key is folded: applying an older deadline change again could
-        undo a newer one). With `patience` 0 nothing is waited for."""
+        undo a newer one). With `patience` 0 nothing is waited for; None is
+        SETTLE_PATIENCE_SECONDS."""
+        patience = SETTLE_PATIENCE_SECONDS if patience is None else patience
         writer = self._writer_of(res)
         writes = {p: asyncio.ensure_future(writer.write(p, [c])) for p, c in cmds.items()}
         if not writes:
@@ -273,8 +284,9 @@ class AckPath:
         background too; it takes effect here at once and is answered OK: it is in the next
         checkpoint, and if this process dies first the message is only delivered again, as
         at-least-once allows. With exactly-once an ack or a deadline change is answered OK only
-        once durable: until then its ids are reported as transient failures, which the client
-        retries (a late deadline change takes effect here at once all the same)."""
+        once durable, waiting up to EXACTLY_ONCE_PATIENCE_SECONDS for it; what is not written
+        by then is reported per id as a transient failure, which the client retries (a late
+        deadline change takes effect here at once all the same)."""
         refs = parse(res, ack_ids)
         epoch = res.meta.epoch
         settles = seconds in (None, 0)
@@ -304,7 +316,11 @@ class AckPath:
         # only once durable: the client retries it, and hands its message to user code only
         # after a receipt modack succeeds (docs/lease-log.md).
         late, failed = await self._write(
-            res, commands(valid, seconds, epoch), settles, early=seconds is not None
+            res,
+            commands(valid, seconds, epoch),
+            settles,
+            early=seconds is not None,
+            patience=EXACTLY_ONCE_PATIENCE_SECONDS,
         )
         for p in late | failed.keys():
             failures |= dict.fromkeys((i for i, _ in valid[p]), exactly_once.NOT_WRITTEN)

@@ -9,12 +9,14 @@ from google.rpc import error_details_pb2, status_pb2
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc as pb_grpc
-from gateway.core import exactly_once
+from gateway.core import acks, exactly_once
 from gateway.security.peer import PeerTokens
 from gateway.wire.access import FORWARDED
 
 DETAILS_KEY = "grpc-status-details-bin"
-TIMEOUT = 10.0
+# The owner waits up to its exactly-once patience for a write before it answers: a forwarded
+# call must outlast that, or a write that lands late is answered as an unreachable owner.
+TIMEOUT = acks.EXACTLY_ONCE_PATIENCE_SECONDS + 5.0
 
 
 def ack_failures(metadata: Iterable[tuple[str, str | bytes]] | None) -> dict[str, str] | None:

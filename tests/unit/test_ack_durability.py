@@ -61,6 +61,21 @@ class StuckWriter:
         raise AssertionError("unreachable")
 
 
+class SlowWriter:
+    """A log partition whose leader moves: writes end, after `seconds`."""
+
+    topic = "log"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.writes = 0
+
+    async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
+        self.writes += 1
+        await asyncio.sleep(self.seconds)
+        return [(b"key", 0) for _ in cmds]
+
+
 def _subscription(exactly_once_on: bool) -> StoredSubscription:
     proto = pubsub_pb2.Subscription(name=NAME, enable_exactly_once_delivery=exactly_once_on)
     meta = SubscriptionMeta(uid="u1", kafka_topic="t", partitions=2, log_topic="log", group_id="g")
@@ -72,8 +87,10 @@ def _ids(n: int) -> list[str]:
     return [ackids.encode(tag, 0, offset, 1) for offset in range(n)]
 
 
-async def _settle(exactly_once_on: bool, seconds: int | None) -> tuple[Owner, BaseException | None]:
-    owner, writer = Owner(), StuckWriter()
+async def _settle(
+    exactly_once_on: bool, seconds: int | None, writer: StuckWriter | SlowWriter | None = None
+) -> tuple[Owner, BaseException | None]:
+    owner, writer = Owner(), writer or StuckWriter()
     path = AckPath(lambda name: owner, lambda res: writer, admin=None, take_on=None)  # type: ignore[arg-type,return-value]
     try:
         await asyncio.wait_for(path.settle(_subscription(exactly_once_on), _ids(3), seconds, False), 5)
@@ -87,6 +104,7 @@ async def _settle(exactly_once_on: bool, seconds: int | None) -> tuple[Owner, Ba
 @pytest.fixture(autouse=True)
 def _short_patience(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(acks, "SETTLE_PATIENCE_SECONDS", 0.05)
+    monkeypatch.setattr(acks, "EXACTLY_ONCE_PATIENCE_SECONDS", 0.2)
 
 
 @pytest.mark.parametrize("seconds", [None, 0, 30], ids=["ack", "nack", "extend"])
@@ -106,5 +124,14 @@ async def test_without_exactly_once_a_deadline_change_answers_at_once() -> None:
 
 async def test_without_exactly_once_an_ack_waits_its_patience_then_holds_here() -> None:
     owner, error = await _settle(False, None)
+    assert error is None
+    assert len(owner.applied) == 1
+
+
+@pytest.mark.parametrize("seconds", [None, 0, 30], ids=["ack", "nack", "extend"])
+async def test_exactly_once_waits_for_a_slow_write_longer_than_at_least_once(seconds: int | None) -> None:
+    """A write that ends after the at-least-once patience but within exactly-once's is
+    confirmed, not failed: a transient failure would cost the client a backoff that grows."""
+    owner, error = await _settle(True, seconds, SlowWriter(0.1))
     assert error is None
     assert len(owner.applied) == 1
