@@ -2,9 +2,10 @@
 
 Live: the process answers (its event loop runs). Ready: the gateway has started (the resources
 are loaded, the servers listen) and Kafka answered the last probe, a DescribeTopics of the
-resource topic made every PROBE_SECONDS. Not ready is answered 503 with the reason, and the gRPC
-health service says NOT_SERVING, for the whole server ("") and for each service it serves. On
-shutdown both turn not ready for good, before the servers stop.
+resource topic made every PROBE_SECONDS (RETRY_SECONDS after one that failed). Not ready is
+answered 503 with the reason, and the gRPC health service says NOT_SERVING, for the whole server
+("") and for each service it serves. On shutdown both turn not ready for good, before the
+servers stop.
 
 Both are open to every caller, with authentication on too: probes (kubelet, load balancers)
 carry no credentials, and the answer tells nothing of the resources.
@@ -27,6 +28,7 @@ from gateway.kafka.admin import Admin
 
 log = logging.getLogger(__name__)
 PROBE_SECONDS = 2.0  # how often Kafka is probed
+RETRY_SECONDS = 0.5  # how soon after a failed probe the next: ready again as soon as Kafka is
 PROBE_TIMEOUT = 3.0  # a probe not answered within this long counts as Kafka unreachable
 STARTING = "starting: loading the resources and opening the ports"
 STOPPING = "shutting down"
@@ -70,7 +72,7 @@ class Health:
 
     async def _probe_loop(self) -> None:
         while self.reason != STOPPING:  # as well as the cancel: a loop must not outlive stop()
-            await asyncio.sleep(PROBE_SECONDS)
+            await asyncio.sleep(PROBE_SECONDS if self._kafka_error is None else RETRY_SECONDS)
             await self._probe()
 
     async def _probe(self) -> None:

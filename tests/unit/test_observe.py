@@ -4,6 +4,7 @@ RPC timing on both wires, readiness, JSON log lines (gateway/core/tally.py, gate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
@@ -295,6 +296,30 @@ async def test_ready_once_started_and_while_kafka_answers(monkeypatch: pytest.Mo
     assert h.reason == health.STOPPING and await _status(h) == not_serving
     await h._probe()
     assert h.reason == health.STOPPING  # for good
+
+
+async def test_after_a_failed_probe_the_next_comes_sooner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ready again within RETRY_SECONDS of Kafka answering, not a whole PROBE_SECONDS later."""
+    monkeypatch.setattr(health, "PROBE_SECONDS", 30.0)
+    monkeypatch.setattr(health, "RETRY_SECONDS", 0.01)
+    admin = _Admin()
+    h = health.Health(admin, "t", [])  # type: ignore[arg-type]
+    await h.serving()
+    admin.error = RuntimeError("broker gone")
+    await h._probe()
+    assert not h.ready
+    admin.error = None
+    loop = asyncio.create_task(h._probe_loop())
+    try:
+        for _ in range(200):  # 2 s at most
+            if h.ready:
+                break
+            await asyncio.sleep(0.01)
+        assert h.ready
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
 
 
 # -- logs and settings ---------------------------------------------------------------------
