@@ -78,10 +78,10 @@ def encode(deliveries: Sequence[Delivery], marks: SchemaMarks | None = None) -> 
                 msg = b"\x1a" + small[len(mid)] + mid + stamp
         else:
             msg = _general(r, marks)
-        tail = b"\x18" + varint(attempt) if attempt else b""
-        size_msg = length(len(msg))
-        body = 2 + len(small[len(aid)]) + len(aid) + len(size_msg) + len(msg) + len(tail)
-        extend((b"\n", length(body), b"\n", small[len(aid)], aid, b"\x12", size_msg, msg, tail))
+        tail = b"\x18" + length(attempt) if attempt else b""  # attempts are positive and small
+        size_aid, size_msg = small[len(aid)], length(len(msg))
+        body = 2 + len(size_aid) + len(aid) + len(size_msg) + len(msg) + len(tail)
+        extend((b"\n", length(body), b"\n", size_aid, aid, b"\x12", size_msg, msg, tail))
     return b"".join(parts)
 
 
