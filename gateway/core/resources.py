@@ -122,6 +122,9 @@ def subscription_or_none(res: AnyResource | None) -> StoredSubscription | None:
 
 
 Listener = Callable[[Kind, str, "AnyResource | None"], None]
+# The value of a record saying its key holds nothing (ResourceStore._settle). Unlike a tombstone
+# it deletes nothing: a process that holds a version of the key when it comes keeps it.
+ABSENT = b'{"absent":true}'
 RECORD_OVERHEAD = 512  # bytes of a Kafka record batch around one resource's key and value
 
 
@@ -297,8 +300,7 @@ class ResourceStore:
             raise self._too_large(mine, size) from exc
         current = self._held(res)
         if current is None or current.op != mine.op:
-            if current is not None:  # we lost a race: make the winner the last record again
-                await self._write(current.key(), current.encode(create=False))
+            await self._settle(mine.key(), offset, mine.op)  # we lost a race: keep the winner
             raise AlreadyExists(f"{res.kind.capitalize()} already exists: {res.name}")
         if quota is not None:
             before = self.count(res.kind, quota.prefix, before=offset)
@@ -333,18 +335,12 @@ class ResourceStore:
             current = self.get(kind, name)
             return current is not None and current.op == op
 
-    async def update(self, res: R) -> R:
-        mine = dataclasses.replace(res, op=uuid.uuid4().hex)
-        await self._write(mine.key(), mine.encode(create=False))
-        return self._held(res) or mine
-
     async def replace(self, res: AnyResource, expected_op: str) -> None:
         """Write `res` over the stored version whose op is `expected_op`, or raise Aborted when
         another write came in between, in this process or another. The record names the version
         it replaces, and every process applies it only if that version is the one it holds
         when the record comes: log order decides, the same way everywhere. A record that was
-        not applied and is still the newest of its key is followed by the version that holds
-        (or a tombstone), so that compaction, which keeps a key's newest record, keeps it."""
+        not applied is seen to by `_settle`."""
         current = self._items.get(res.key())
         if current is None:
             raise NotFound(f"{res.kind.capitalize()} does not exist (resource={res.name})")
@@ -358,11 +354,28 @@ class ResourceStore:
         finally:
             self._applied.pop(mine.op, None)
         if not applied:
-            key = mine.key()
-            if self._latest.get(key) == offset:
-                holding = self._items.get(key)
-                await self._write(key, None if holding is None else holding.encode(create=False))
+            await self._settle(mine.key(), offset, mine.op)
             raise Aborted(f"The {res.kind} changed concurrently: read it again and retry.")
+
+    async def change(self, res: R, change: Callable[[R], R | None], attempts: int = 20) -> R:
+        """Change the resource `res` names (its kind and name) by compare-and-set (`replace`):
+        `change` gets the version held now and returns the new one (None: nothing to write; it
+        may raise to give up), and is called again on the version that won whenever another
+        write came in between, so no change made meanwhile is undone. Returns the resource as
+        stored; NOT_FOUND when it is gone; ABORTED after `attempts` losses."""
+        for _ in range(attempts):
+            current = self._held(res)
+            if current is None:
+                raise NotFound(f"{res.kind.capitalize()} does not exist (resource={res.name})")
+            new = change(current)
+            if new is None:
+                return current
+            try:
+                await self.replace(new, current.op)
+            except Aborted:
+                continue
+            return self._held(res) or new
+        raise Aborted(f"The {res.kind} {res.name} kept changing concurrently: try again.")
 
     async def change_subscription(
         self,
@@ -370,22 +383,34 @@ class ResourceStore:
         change: Callable[[SubscriptionMeta], SubscriptionMeta | None],
         attempts: int = 20,
     ) -> StoredSubscription:
-        """Change a subscription's meta by compare-and-set (`replace`): `change` gets the meta
-        held now and returns the new one (None: nothing to write; it may raise to give up), and
-        is called again on the version that won whenever another write came in between. A change
-        written with `update` (plain, no compare) still wins over one read before it. Returns
-        the subscription as stored; NOT_FOUND when it is gone; ABORTED after `attempts` losses."""
-        for _ in range(attempts):
-            current = self.require("subscription", name)
+        """`change` of a subscription's meta: `change` gets the meta held now and returns the
+        new one (None: nothing to write)."""
+
+        def of_meta(current: StoredSubscription) -> StoredSubscription | None:
             meta = change(current.meta)
-            if meta is None:
-                return current
-            try:
-                await self.replace(dataclasses.replace(current, meta=meta), current.op)
-            except Aborted:
-                continue
-            return self.require("subscription", name)
-        raise Aborted(f"The subscription {name} kept changing concurrently: try again.")
+            return None if meta is None else dataclasses.replace(current, meta=meta)
+
+        return await self.change(self.require("subscription", name), of_meta, attempts)
+
+    async def _settle(self, key: bytes, offset: int, op: str | None, attempts: int = 20) -> None:
+        """Our record at `offset`, which would have made `op` the held version (None: nothing
+        held), was not applied. Compaction keeps each key's newest record and a process started
+        later reads it alone, so while a record of ours that was not applied is the newest of its
+        key, write there what this process holds: as a compare-and-set record that keeps it
+        (base = its op), or ABSENT when nothing is held. A plain record or a tombstone would undo
+        a change or a create that came in between and whose writer was told it succeeded; these
+        are applied only while what they name is still what every process holds. One that is not
+        (another write came in between again) is followed in turn."""
+        for _ in range(attempts):
+            held = self._items.get(key)
+            if self._latest.get(key) != offset or (held.op if held is not None else None) == op:
+                return  # a later record (its writer sees to it), or ours was applied
+            if held is None:
+                op, value = None, ABSENT
+            else:
+                op, value = held.op, dataclasses.replace(held, base=held.op).encode(create=False)
+            offset = await self._write(key, value)
+        log.warning("the newest record of %s is still one that was not applied", key.decode())
 
     def _held(self, res: R) -> R | None:
         """The version of `res` this process holds (of the same kind: _apply_one holds every
@@ -417,6 +442,10 @@ class ResourceStore:
             if self._items.pop(key, None) is not None:
                 self._notify(kind, name, None)  # type: ignore[arg-type]
             return
+        if value == ABSENT:  # nothing held here, unlike a tombstone applied only if so
+            if key not in self._items:
+                self._deleted.add(key)
+            return
         res, create = Resource.decode(value)
         if res.kind != kind or res.name != name:
             raise ValueError(f"a {res.kind} record {res.name!r} under the key {key!r}")
@@ -427,7 +456,7 @@ class ResourceStore:
             # Without a held version, the record is applied unless the key was deleted: its
             # predecessors may have been compacted away.
             valid = held.op == res.base if held is not None else key not in self._deleted
-            if res.op in self._applied:
+            if res.op in self._applied and self._applied[res.op] is None:  # not a rewrite's
                 self._applied[res.op] = valid
             if not valid:
                 return

@@ -21,6 +21,7 @@ revision (gateway/schemas/compat.py), checked in a worker thread too; a rollback
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import uuid
@@ -34,6 +35,7 @@ from gateway.core.resources import (
     ResourceStore,
     StoredSchema,
     StoredSchemaRevision,
+    StoredTopic,
 )
 from gateway.errors import (
     Aborted,
@@ -331,10 +333,17 @@ class SchemaService:
         # Topics that name it show it deleted, as Pub/Sub's do; publishing to them is refused.
         for topic in list(self._store.all("topic")):
             if topic.proto.schema_settings.schema == target:
-                proto = pubsub_pb2.Topic()
-                proto.CopyFrom(topic.proto)
-                proto.schema_settings.schema = DELETED_SCHEMA
-                await self._store.update(dataclasses.replace(topic, proto=proto))
+
+                def marked(topic: StoredTopic) -> StoredTopic | None:
+                    if topic.proto.schema_settings.schema != target:
+                        return None  # changed meanwhile: another schema now, or none
+                    proto = pubsub_pb2.Topic()
+                    proto.CopyFrom(topic.proto)
+                    proto.schema_settings.schema = DELETED_SCHEMA
+                    return dataclasses.replace(topic, proto=proto)
+
+                with contextlib.suppress(NotFound):  # the topic went meanwhile
+                    await self._store.change(topic, marked)
         log.info("deleted schema %s (%d revisions)", target, len(head.meta.revisions))
 
 

@@ -95,14 +95,15 @@ class SnapshotService:
         return {str(p): acks for p, acks in zip(parts, captured, strict=True)}
 
     async def update(self, snapshot: pubsub_pb2.Snapshot, mask: Sequence[str]) -> pubsub_pb2.Snapshot:
-        res = self.get(snapshot.name)
-        proto = pubsub_pb2.Snapshot()
-        proto.CopyFrom(res.proto)
-        masks.apply(snapshot, proto, mask, UPDATABLE)
-        if "labels" in mask:
-            limits.check_labels(proto.labels)
-        stored = await self._store.update(dataclasses.replace(res, proto=proto))
-        return stored.proto
+        def updated(res: StoredSnapshot) -> StoredSnapshot:
+            proto = pubsub_pb2.Snapshot()
+            proto.CopyFrom(res.proto)
+            masks.apply(snapshot, proto, mask, UPDATABLE)
+            if "labels" in mask:
+                limits.check_labels(proto.labels)
+            return dataclasses.replace(res, proto=proto)
+
+        return (await self._store.change(self.get(snapshot.name), updated)).proto
 
     async def delete(self, name: str) -> None:
         self.get(name)

@@ -141,6 +141,14 @@ def check_endpoint(url: str, destinations: endpoints.Policy) -> None:
         raise InvalidArgument(f"Invalid push_config.push_endpoint {endpoints.mask(url)!r}: {problem}.")
 
 
+def detached(res: StoredSubscription) -> StoredSubscription:
+    """The subscription detached (DetachSubscription): it delivers no more."""
+    proto = pubsub_pb2.Subscription()
+    proto.CopyFrom(res.proto)
+    proto.detached = True
+    return dataclasses.replace(res, proto=proto, meta=dataclasses.replace(res.meta, detached=True))
+
+
 def _filter_limit(legacy_query: str) -> int | None:
     """The filter's size limit: v1's, unless the filter is an early-API query's translation,
     whose size the query's own limit bounds (gateway/legacy/query.py)."""
@@ -300,24 +308,23 @@ class SubscriptionService:
         return self._spawn(run())
 
     async def update(self, request: pubsub_pb2.Subscription, mask: Sequence[str]) -> pubsub_pb2.Subscription:
-        res = self.get(request.name)
-        proto = pubsub_pb2.Subscription()
-        proto.CopyFrom(res.proto)
-        masks.apply(request, proto, mask, UPDATABLE)
-        unsupported.check_subscription(proto, mask)
-        if "push_config" in mask:
-            check_push_only(proto.push_config)
-            fill_push_version(proto.push_config, res.proto.push_config)
-        validate(
-            proto,
-            self._settings.min_expiration_ttl_seconds,
-            destinations=self._settings.push_destinations,
-            filter_max_bytes=_filter_limit(res.meta.legacy_query),
-        )
-        if "labels" in mask:
-            limits.check_labels(proto.labels)
-        stored = await self._store.update(dataclasses.replace(res, proto=proto))
-        return stored.proto
+        """The masked fields over the stored version, by compare-and-set: a concurrent Seek's
+        epoch or a truncation count written meanwhile is kept (ResourceStore.change)."""
+
+        def updated(res: StoredSubscription) -> StoredSubscription:
+            proto = pubsub_pb2.Subscription()
+            proto.CopyFrom(res.proto)
+            masks.apply(request, proto, mask, UPDATABLE)
+            unsupported.check_subscription(proto, mask)
+            if "push_config" in mask:
+                check_push_only(proto.push_config)
+                fill_push_version(proto.push_config, res.proto.push_config)
+            self._validate(proto, res)
+            if "labels" in mask:
+                limits.check_labels(proto.labels)
+            return dataclasses.replace(res, proto=proto)
+
+        return (await self._store.change(self.get(request.name), updated)).proto
 
     def list_page(
         self, project: str, page_size: int, page_token: str
@@ -336,11 +343,7 @@ class SubscriptionService:
         log.info("deleted subscription %s", name)
 
     async def detach(self, name: str) -> None:
-        res = self.get(name)
-        proto = pubsub_pb2.Subscription()
-        proto.CopyFrom(res.proto)
-        proto.detached = True
-        await self._store.update(Resource(name, proto, dataclasses.replace(res.meta, detached=True)))
+        await self._store.change(self.get(name), detached)
 
     def _cleanup(self, res: StoredSubscription) -> None:
         """Drop the log topic and the consumer group once every process has let go."""
@@ -384,18 +387,26 @@ class SubscriptionService:
         for task in list(self._cleanups):
             task.cancel()
 
-    async def modify_push_config(self, name: str, push_config: pubsub_pb2.PushConfig) -> None:
-        res = self.get(name)
-        unsupported.check_push_config(push_config)
-        check_push_only(push_config)
-        proto = pubsub_pb2.Subscription()
-        proto.CopyFrom(res.proto)
-        proto.push_config.CopyFrom(push_config)
-        fill_push_version(proto.push_config, res.proto.push_config)
+    def _validate(self, proto: pubsub_pb2.Subscription, res: StoredSubscription) -> None:
+        """`validate` of a changed version of `res`, with this gateway's settings."""
         validate(
             proto,
             self._settings.min_expiration_ttl_seconds,
             destinations=self._settings.push_destinations,
             filter_max_bytes=_filter_limit(res.meta.legacy_query),
         )
-        await self._store.update(dataclasses.replace(res, proto=proto))
+
+    async def modify_push_config(self, name: str, push_config: pubsub_pb2.PushConfig) -> None:
+        res = self.get(name)
+        unsupported.check_push_config(push_config)
+        check_push_only(push_config)
+
+        def configured(res: StoredSubscription) -> StoredSubscription:
+            proto = pubsub_pb2.Subscription()
+            proto.CopyFrom(res.proto)
+            proto.push_config.CopyFrom(push_config)
+            fill_push_version(proto.push_config, res.proto.push_config)
+            self._validate(proto, res)
+            return dataclasses.replace(res, proto=proto)
+
+        await self._store.change(res, configured)

@@ -19,7 +19,7 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import to_ms
 from gateway.core import masks
 from gateway.core.paging import page
-from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredTopic
+from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredSubscription, StoredTopic
 from gateway.core.tally import Tallies, TopicTally
 from gateway.core.topic_schemas import TopicSchemas
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
@@ -218,25 +218,31 @@ class TopicService:
         return int(raw)
 
     async def update(self, topic: pubsub_pb2.Topic, mask: Sequence[str]) -> pubsub_pb2.Topic:
+        """The masked fields over the stored version, by compare-and-set: what changed meanwhile
+        (an IAM policy, a schema's deletion marking the topic) is kept (ResourceStore.change)."""
+
+        def updated(res: StoredTopic) -> StoredTopic:
+            proto = pubsub_pb2.Topic()
+            proto.CopyFrom(res.proto)
+            masks.apply(topic, proto, mask, UPDATABLE)
+            unsupported.check_topic(proto, mask)
+            if "labels" in mask:
+                limits.check_labels(proto.labels, OWN_LABELS)
+            for label in (ADOPT_LABEL, PARTITIONS_LABEL):
+                if proto.labels.get(label) != res.proto.labels.get(label):
+                    raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
+            meta = res.meta
+            if "schema_settings" in mask:
+                first, last = self._schema_bounds(proto)
+                meta = dataclasses.replace(meta, schema_first_seq=first, schema_last_seq=last)
+            return dataclasses.replace(res, proto=proto, meta=meta)
+
         res = self.get(topic.name)
-        proto = pubsub_pb2.Topic()
-        proto.CopyFrom(res.proto)
-        masks.apply(topic, proto, mask, UPDATABLE)
-        unsupported.check_topic(proto, mask)
-        if "labels" in mask:
-            limits.check_labels(proto.labels, OWN_LABELS)
-        for label in (ADOPT_LABEL, PARTITIONS_LABEL):
-            if proto.labels.get(label) != res.proto.labels.get(label):
-                raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
-        meta = res.meta
-        if "schema_settings" in mask:
-            first, last = self._schema_bounds(proto)
-            meta = dataclasses.replace(meta, schema_first_seq=first, schema_last_seq=last)
+        checked = updated(res)  # refused before anything changes
         if "message_retention_duration" in mask:
-            config: dict[str, str | None] = {**_retention(proto)} or {"retention.ms": None}  # default
+            config: dict[str, str | None] = {**_retention(checked.proto)} or {"retention.ms": None}  # default
             await self._admin.set_topic_config(res.meta.kafka_topic, config)
-        stored = await self._store.update(dataclasses.replace(res, proto=proto, meta=meta))
-        return stored.proto
+        return (await self._store.change(res, updated)).proto
 
     def list_page(self, project: str, page_size: int, page_token: str) -> tuple[list[pubsub_pb2.Topic], str]:
         names.project_name(project)
@@ -253,12 +259,8 @@ class TopicService:
         res = self.get(name)
         for sub in list(self._store.all("subscription")):
             if sub.proto.topic == name:
-                proto = pubsub_pb2.Subscription()
-                proto.CopyFrom(sub.proto)
-                proto.topic = names.DELETED_TOPIC
                 # Its Kafka topic goes too: a topic re-created under the name must never feed it.
-                meta = dataclasses.replace(sub.meta, topic_deleted=True)
-                await self._store.update(Resource(sub.name, proto, meta))
+                await self._store.change(sub, _topic_deleted)
         await self._store.delete("topic", name)
         if not res.meta.adopted:
             await self._admin.delete_topic(res.meta.kafka_topic)
@@ -276,6 +278,14 @@ class TopicService:
         done = await self._producer.send(res.meta.kafka_topic, out, spread=res.meta.partitions)
         self.tallies.of(name).on_published(messages)
         return [records.message_id(p, o) for p, o in done]
+
+
+def _topic_deleted(sub: StoredSubscription) -> StoredSubscription:
+    """A subscription of a deleted topic: it names `_deleted-topic_` and delivers no more."""
+    proto = pubsub_pb2.Subscription()
+    proto.CopyFrom(sub.proto)
+    proto.topic = names.DELETED_TOPIC
+    return dataclasses.replace(sub, proto=proto, meta=dataclasses.replace(sub.meta, topic_deleted=True))
 
 
 def _retention(topic: pubsub_pb2.Topic) -> dict[str, str]:

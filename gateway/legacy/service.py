@@ -196,8 +196,9 @@ class LegacyService:
         endpoint = ""
         if config.push_endpoint:
             endpoint = push_endpoint(config.push_endpoint, self._settings.push_destinations)
-        meta = dataclasses.replace(res.meta, legacy_push_endpoint=endpoint)
-        await self._store.update(dataclasses.replace(res, meta=meta))
+        await self._store.change_subscription(
+            res.name, lambda meta: dataclasses.replace(meta, legacy_push_endpoint=endpoint)
+        )
 
     # -- truncation (docs/truncation.md) -----------------------------------------------------
 

@@ -102,11 +102,9 @@ def _setup(gw: InProcessGateway, names: Names, address: str) -> tuple[str, str]:
 
 def _set_endpoint(gw: InProcessGateway, sub: str, address: str) -> None:
     """What the legacy API's CreateSubscription and ModifyPushConfig do."""
-    store = gw.gateway.store
-    res = store.require("subscription", sub)
     gw.run(
-        store.update(
-            dataclasses.replace(res, meta=dataclasses.replace(res.meta, legacy_push_endpoint=address))
+        gw.gateway.store.change_subscription(
+            sub, lambda meta: dataclasses.replace(meta, legacy_push_endpoint=address)
         )
     )
 
