@@ -180,7 +180,7 @@ class Gateway:
         config: dict[str, Any] = {"bootstrap.servers": self.bootstrap, **s.kafka_config}
         await asyncio.to_thread(check_connection, config)
 
-        admin = Admin(config, s.replication_factor)
+        admin = await stack.enter_async_context(Admin(config, s.replication_factor))
         observe = self.observe = Observer(s, self.worker)  # metrics, health, spans (docs/metrics.md)
         producer = Producer(config, observe.kafka.config())
         await stack.enter_async_context(producer)

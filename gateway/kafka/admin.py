@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import time
@@ -48,6 +49,7 @@ TIMEOUT = 15.0
 # Refreshed this often, the calls find a live node within this long of the cluster fencing the
 # dead one (tests/integration/test_broker_failover.py).
 METADATA_REFRESH_MS = 2_000
+LOG_POLL_SECONDS = 1.0  # how often the admin client's queued log lines are served (Admin)
 
 
 _REFUSED_LOGIN = {KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._AUTHENTICATION}
@@ -113,10 +115,31 @@ class TopicSpec:
 
 
 class Admin:
+    """The gateway's admin client. Used as `async with`, it also serves librdkafka's log lines
+    (clientlog.py), which confluent-kafka hands over only from `poll()`: no admin call polls,
+    so without it they were never logged and piled up in the client's queue."""
+
     def __init__(self, config: Mapping[str, str | int | bool], replication_factor: int = -1) -> None:
         self._config = client_config(config, {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS})
         self._client = AdminClient(self._config, logger=_rdkafka_log)
         self._replication = replication_factor
+        self._polling: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Admin:
+        self._polling = asyncio.create_task(self._poll(), name="kafka-admin-log")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._polling is not None:
+            self._polling.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._polling
+        self._client.poll(0)  # the last lines
+
+    async def _poll(self) -> None:
+        while True:
+            self._client.poll(0)  # serves queued log lines only: never blocks
+            await asyncio.sleep(LOG_POLL_SECONDS)
 
     async def create_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
         new = NewTopic(name, partitions, self._replication, config=dict(config or {}))
@@ -351,6 +374,7 @@ class Admin:
                         client = fresh
         finally:
             if fresh is not None:  # the last reference goes in a thread: destroying may block
+                fresh.poll(0)  # its log lines (see Admin)
                 box = [fresh]
                 del client, fresh
                 await asyncio.to_thread(box.clear)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
@@ -191,3 +192,26 @@ def test_a_real_client_against_a_closed_port() -> None:
     # Two producers, each as loud as the first one: one line for both.
     assert len(limited.records) == 1, limited.messages
     assert f"Connect to ipv4#127.0.0.1:{port} failed" in limited.messages[0]
+
+
+async def test_the_admin_clients_lines_reach_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """confluent-kafka hands an admin client's log lines over only from poll(), which no admin
+    call makes: the gateway's Admin serves them while it runs (they were never logged)."""
+    from gateway.kafka import admin as admin_module
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setattr(admin_module, "LOG_POLL_SECONDS", 0.1)
+    seen = Collect()
+    logger = logging.getLogger("gateway.kafka.admin.librdkafka")
+    logger.addHandler(seen)
+    try:
+        async with admin_module.Admin({"bootstrap.servers": f"127.0.0.1:{port}"}):
+            for _ in range(100):  # 10 s at most
+                if seen.records:
+                    break
+                await asyncio.sleep(0.1)
+    finally:
+        logger.removeHandler(seen)
+    assert any(f"Connect to ipv4#127.0.0.1:{port} failed" in m for m in seen.messages), seen.messages
