@@ -98,8 +98,7 @@ class SnapshotService:
         def updated(res: StoredSnapshot) -> StoredSnapshot:
             proto = pubsub_pb2.Snapshot()
             proto.CopyFrom(res.proto)
-            masks.apply(snapshot, proto, mask, UPDATABLE)
-            if "labels" in mask:
+            if "labels" in masks.apply(snapshot, proto, mask, UPDATABLE):
                 limits.check_labels(proto.labels)
             return dataclasses.replace(res, proto=proto)
 

@@ -314,13 +314,13 @@ class SubscriptionService:
         def updated(res: StoredSubscription) -> StoredSubscription:
             proto = pubsub_pb2.Subscription()
             proto.CopyFrom(res.proto)
-            masks.apply(request, proto, mask, UPDATABLE)
-            unsupported.check_subscription(proto, mask)
-            if "push_config" in mask:
+            fields = masks.apply(request, proto, mask, UPDATABLE)
+            unsupported.check_subscription(proto, fields)
+            if "push_config" in fields:
                 check_push_only(proto.push_config)
                 fill_push_version(proto.push_config, res.proto.push_config)
             self._validate(proto, res)
-            if "labels" in mask:
+            if "labels" in fields:
                 limits.check_labels(proto.labels)
             return dataclasses.replace(res, proto=proto)
 

@@ -224,22 +224,22 @@ class TopicService:
         def updated(res: StoredTopic) -> StoredTopic:
             proto = pubsub_pb2.Topic()
             proto.CopyFrom(res.proto)
-            masks.apply(topic, proto, mask, UPDATABLE)
-            unsupported.check_topic(proto, mask)
-            if "labels" in mask:
+            fields = masks.apply(topic, proto, mask, UPDATABLE)
+            unsupported.check_topic(proto, fields)
+            if "labels" in fields:
                 limits.check_labels(proto.labels, OWN_LABELS)
             for label in (ADOPT_LABEL, PARTITIONS_LABEL):
                 if proto.labels.get(label) != res.proto.labels.get(label):
                     raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
             meta = res.meta
-            if "schema_settings" in mask:
+            if "schema_settings" in fields:
                 first, last = self._schema_bounds(proto)
                 meta = dataclasses.replace(meta, schema_first_seq=first, schema_last_seq=last)
             return dataclasses.replace(res, proto=proto, meta=meta)
 
         res = self.get(topic.name)
         checked = updated(res)  # refused before anything changes
-        if "message_retention_duration" in mask:
+        if "message_retention_duration" in masks.touched(mask):
             config: dict[str, str | None] = {**_retention(checked.proto)} or {"retention.ms": None}  # default
             await self._admin.set_topic_config(res.meta.kafka_topic, config)
         return (await self._store.change(res, updated)).proto

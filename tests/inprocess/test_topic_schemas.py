@@ -225,3 +225,56 @@ def test_delivered_messages_show_a_deleted_revision_and_schema(gw: InProcessGate
         "googclient_schemaencoding": "JSON",
         "googclient_schemarevisionid": "_deleted-schema-revision_",
     }
+
+
+def test_revision_bounds_changed_by_their_own_paths_as_googles_samples_do(
+    gw: InProcessGateway, project: str
+) -> None:
+    """Google's update-topic-schema samples (every language) name the bounds' own paths,
+    `schema_settings.first_revision_id` and `.last_revision_id`: those change, the schema and
+    encoding stay. They were refused as unknown fields."""
+    v1, v2 = _schema(gw, project, V1, V2)
+    topic = _topic(gw, project, schema=v1.name, encoding=Encoding.JSON)
+    _publish(gw, topic, OLD)
+    _publish(gw, topic, NEW)
+    publisher, _ = gw.clients()
+    paths = ["schema_settings.first_revision_id", "schema_settings.last_revision_id"]
+    bounds = {"first_revision_id": v2.revision_id, "last_revision_id": v2.revision_id}
+    updated = publisher.update_topic(
+        request={"topic": {"name": topic, "schema_settings": bounds}, "update_mask": {"paths": paths}}
+    )
+    settings = updated.schema_settings
+    assert (settings.schema, settings.encoding) == (v1.name, Encoding.JSON)
+    assert (settings.first_revision_id, settings.last_revision_id) == (v2.revision_id, v2.revision_id)
+    assert publisher.get_topic(topic=topic).schema_settings == settings
+    _publish(gw, topic, NEW)
+    with pytest.raises(exceptions.InvalidArgument):
+        _publish(gw, topic, OLD)
+    # A path whose value in the request is empty clears it: OLD is accepted again.
+    publisher.update_topic(
+        request={"topic": {"name": topic}, "update_mask": {"paths": ["schema_settings.first_revision_id"]}}
+    )
+    assert publisher.get_topic(topic=topic).schema_settings.first_revision_id == ""
+    _publish(gw, topic, OLD)
+    # Only v1, then no upper bound again: NEW refused, then accepted.
+    publisher.update_topic(
+        request={
+            "topic": {"name": topic, "schema_settings": {"last_revision_id": v1.revision_id}},
+            "update_mask": {"paths": ["schema_settings.last_revision_id"]},
+        }
+    )
+    with pytest.raises(exceptions.InvalidArgument):
+        _publish(gw, topic, NEW)
+    publisher.update_topic(
+        request={"topic": {"name": topic}, "update_mask": {"paths": ["schema_settings.last_revision_id"]}}
+    )
+    _publish(gw, topic, NEW)
+    # A bound naming no revision is refused, and nothing changes.
+    with pytest.raises(exceptions.NotFound):
+        publisher.update_topic(
+            request={
+                "topic": {"name": topic, "schema_settings": {"first_revision_id": "00000000"}},
+                "update_mask": {"paths": ["schema_settings.first_revision_id"]},
+            }
+        )
+    assert publisher.get_topic(topic=topic).schema_settings.first_revision_id == ""
