@@ -137,6 +137,27 @@ def test_update_subscription_refuses_what_its_mask_names(
     assert after.ack_deadline_seconds == 42
 
 
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [("bigquery_config.table", "bigquery_config"), ("cloud_storage_config.bucket", "cloud_storage_config")],
+)
+def test_a_path_into_a_refused_field_is_refused_too(
+    gw: InProcessGateway, names: Names, path: str, field: str
+) -> None:
+    publisher, subscriber = gw.clients()
+    topic, sub = names("topics"), names("subscriptions")
+    publisher.create_topic(name=topic)
+    before = subscriber.create_subscription(name=sub, topic=topic)
+    change = types.Subscription(name=sub, topic=topic, **REFUSED_SUBSCRIPTION[field])
+    refused(
+        lambda: subscriber.update_subscription(
+            subscription=change, update_mask=field_mask_pb2.FieldMask(paths=[path])
+        ),
+        field,
+    )
+    assert subscriber.get_subscription(subscription=sub) == before
+
+
 def test_modify_push_config_refuses_attributes_it_cannot_honour(gw: InProcessGateway, names: Names) -> None:
     publisher, subscriber = gw.clients()
     topic, sub = names("topics"), names("subscriptions")
