@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import json
 import logging
+import random
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Generic, Literal, Self, TypeVar, cast, overload
@@ -122,6 +124,12 @@ def subscription_or_none(res: AnyResource | None) -> StoredSubscription | None:
 
 
 Listener = Callable[[Kind, str, "AnyResource | None"], None]
+# A key whose newest record was not applied is settled by its writer at once, or, when the writer
+# died or lost Kafka first, by any process's sweep once it has been so this long (checked about
+# every SWEEP_SECONDS). Compaction, which could make such a record hold for a process started
+# later, comes no sooner than the resource topic's segments roll (hourly).
+SETTLE_GRACE_SECONDS = 10.0
+SWEEP_SECONDS = 5.0
 # The value of a record saying its key holds nothing (ResourceStore._settle). Unlike a tombstone
 # it deletes nothing: a process that holds a version of the key when it comes keeps it.
 ABSENT = b'{"absent":true}'
@@ -172,10 +180,13 @@ class ResourceStore:
         )
         self._listeners: list[Listener] = []
         # replace(): whether each watched compare-and-set record was applied; the offset of the
-        # latest record of each key; the keys whose latest record is a tombstone
+        # latest record of each key; the keys whose latest record is a tombstone; the keys whose
+        # latest record was not applied, with when that was seen (_settle)
         self._applied: dict[str, bool | None] = {}
         self._latest: dict[bytes, int] = {}
         self._deleted: set[bytes] = set()
+        self._unsettled: dict[bytes, float] = {}
+        self._sweeping: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
@@ -197,9 +208,14 @@ class ResourceStore:
         if configured.isdigit():
             self._max_record = int(configured)
         await self._follower.start()
+        self._sweeping = asyncio.create_task(self._sweep(), name="resource-settle-sweep")
         log.info("resource store ready: %d resources from %s", len(self._items), self._topic)
 
     async def stop(self) -> None:
+        if self._sweeping is not None:
+            self._sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeping
         await self._follower.stop()
 
     def subscribe(self, listener: Listener) -> None:
@@ -300,7 +316,7 @@ class ResourceStore:
             raise self._too_large(mine, size) from exc
         current = self._held(res)
         if current is None or current.op != mine.op:
-            await self._settle(mine.key(), offset, mine.op)  # we lost a race: keep the winner
+            await self._settle_or_leave(mine.key())  # we lost a race: keep the winner
             raise AlreadyExists(f"{res.kind.capitalize()} already exists: {res.name}")
         if quota is not None:
             before = self.count(res.kind, quota.prefix, before=offset)
@@ -349,12 +365,12 @@ class ResourceStore:
         mine = dataclasses.replace(res, op=uuid.uuid4().hex, base=expected_op)
         self._applied[mine.op] = None
         try:
-            offset = await self._write(mine.key(), mine.encode(create=False))
+            await self._write(mine.key(), mine.encode(create=False))
             applied = self._applied.get(mine.op)
         finally:
             self._applied.pop(mine.op, None)
         if not applied:
-            await self._settle(mine.key(), offset, mine.op)
+            await self._settle_or_leave(mine.key())
             raise Aborted(f"The {res.kind} changed concurrently: read it again and retry.")
 
     async def change(self, res: R, change: Callable[[R], R | None], attempts: int = 20) -> R:
@@ -392,25 +408,46 @@ class ResourceStore:
 
         return await self.change(self.require("subscription", name), of_meta, attempts)
 
-    async def _settle(self, key: bytes, offset: int, op: str | None, attempts: int = 20) -> None:
-        """Our record at `offset`, which would have made `op` the held version (None: nothing
-        held), was not applied. Compaction keeps each key's newest record and a process started
-        later reads it alone, so while a record of ours that was not applied is the newest of its
-        key, write there what this process holds: as a compare-and-set record that keeps it
-        (base = its op), or ABSENT when nothing is held. A plain record or a tombstone would undo
-        a change or a create that came in between and whose writer was told it succeeded; these
-        are applied only while what they name is still what every process holds. One that is not
-        (another write came in between again) is followed in turn."""
+    async def _settle(self, key: bytes, attempts: int = 20) -> None:
+        """While the newest record of `key` is one that was not applied (a compare-and-set or a
+        create that lost, in this process or another), write there what this process holds: the
+        held version as a compare-and-set record of itself (base = its op), or ABSENT when
+        nothing is held. Compaction keeps each key's newest record and a process started later
+        reads it alone, so a loser must not stay the newest. A plain record or a tombstone would
+        undo a change or a create that came in between and whose writer was told it succeeded;
+        these are applied only while what they name is still what every process holds. One that
+        is not (another write came in between again) is followed in turn."""
         for _ in range(attempts):
+            if key not in self._unsettled:
+                return
             held = self._items.get(key)
-            if self._latest.get(key) != offset or (held.op if held is not None else None) == op:
-                return  # a later record (its writer sees to it), or ours was applied
-            if held is None:
-                op, value = None, ABSENT
-            else:
-                op, value = held.op, dataclasses.replace(held, base=held.op).encode(create=False)
-            offset = await self._write(key, value)
+            value = ABSENT if held is None else dataclasses.replace(held, base=held.op).encode(create=False)
+            await self._write(key, value)
         log.warning("the newest record of %s is still one that was not applied", key.decode())
+
+    async def _settle_or_leave(self, key: bytes) -> None:
+        """`_settle` by the writer that lost; when Kafka fails it, the sweep does it later."""
+        try:
+            await self._settle(key)
+        except Exception as exc:  # noqa: BLE001 - the loser's own answer (ABORTED) stands
+            log.warning("left %s to the next sweep: %s", key.decode(), exc)
+
+    async def _sweep(self) -> None:
+        """Settle what writers left: one that died, or was cut off from Kafka, between its
+        record and the clean-up. Any process may; a duplicate clean-up changes nothing."""
+        assert self._loop is not None
+        while True:
+            await asyncio.sleep(random.uniform(0.5, 1.5) * SWEEP_SECONDS)
+            await self.sweep_once(self._loop.time())
+
+    async def sweep_once(self, now: float) -> None:
+        """Settle every key unsettled for SETTLE_GRACE_SECONDS by `now` (public for tests)."""
+        for key, since in list(self._unsettled.items()):
+            if now - since >= SETTLE_GRACE_SECONDS:
+                try:
+                    await self._settle(key)
+                except Exception as exc:  # noqa: BLE001 - tried again at the next sweep
+                    log.warning("could not settle %s: %s", key.decode(), exc)
 
     def _held(self, res: R) -> R | None:
         """The version of `res` this process holds (of the same kind: _apply_one holds every
@@ -436,6 +473,7 @@ class ResourceStore:
     def _apply_one(self, key: bytes, value: bytes | None, offset: int) -> None:
         kind, _, name = key.decode().partition("/")
         self._latest[key] = offset
+        self._unsettled.pop(key, None)  # put back below when this record is not applied
         if value is None:
             self._since.pop(key, None)
             self._deleted.add(key)
@@ -443,14 +481,17 @@ class ResourceStore:
                 self._notify(kind, name, None)  # type: ignore[arg-type]
             return
         if value == ABSENT:  # nothing held here, unlike a tombstone applied only if so
-            if key not in self._items:
+            if key in self._items:
+                self._unsettle(key)
+            else:
                 self._deleted.add(key)
             return
         res, create = Resource.decode(value)
         if res.kind != kind or res.name != name:
             raise ValueError(f"a {res.kind} record {res.name!r} under the key {key!r}")
         if create and key in self._items:
-            return  # a create that lost the race
+            self._unsettle(key)  # a create that lost the race
+            return
         if res.base:
             held = self._items.get(key)
             # Without a held version, the record is applied unless the key was deleted: its
@@ -459,12 +500,16 @@ class ResourceStore:
             if res.op in self._applied and self._applied[res.op] is None:  # not a rewrite's
                 self._applied[res.op] = valid
             if not valid:
+                self._unsettle(key)
                 return
             res = dataclasses.replace(res, base="")  # what is held (and rewritten) is plain
         self._deleted.discard(key)
         self._since.setdefault(key, offset)
         self._items[key] = res
         self._notify(res.kind, res.name, res)
+
+    def _unsettle(self, key: bytes) -> None:
+        self._unsettled[key] = self._loop.time() if self._loop is not None else 0.0
 
     def _notify(self, kind: Kind, name: str, res: AnyResource | None) -> None:
         for listener in self._listeners:

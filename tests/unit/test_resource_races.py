@@ -14,8 +14,9 @@ from typing import Any, cast
 import pytest
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
+from gateway.core import resources
 from gateway.core.resources import Resource, ResourceStore, StoredSubscription
-from gateway.errors import Aborted, AlreadyExists
+from gateway.errors import Aborted, AlreadyExists, Unavailable
 from gateway.translate.meta import SubscriptionMeta
 
 NAME = "projects/p/subscriptions/s"
@@ -226,6 +227,66 @@ async def test_a_write_is_told_it_won_even_when_a_rewrite_of_it_that_lost_comes_
     log.delivered = len(log.records)
     assert (await _run(log, ours)) == [None]
     assert store.require("subscription", NAME).op == "y"
+
+
+async def test_a_loser_left_by_a_writer_that_died_is_settled_by_the_sweep() -> None:
+    """A process that wrote a losing change and died before its clean-up leaves the loser as
+    the newest record: a process started after compaction would hold the loser's version, which
+    its writer never saw succeed, while the running ones hold another. Any process's sweep
+    writes the clean-up once the key has been so for SETTLE_GRACE_SECONDS."""
+    log = HandLog()
+    store = _store(log)
+    await _run(log, store.create(_sub("a")))
+    held = store.require("subscription", NAME)
+    await _run(log, store.change_subscription(NAME, _raise("epoch")))  # the version now: epoch 1
+    dead = dataclasses.replace(held, op="dead", base="a", meta=_raise("created_ms")(held.meta))
+    log.records.append((dead.key(), dead.encode(create=False)))  # read "a", lost, then died
+    log.deliver()
+    assert store.require("subscription", NAME).meta.created_ms == 0
+    assert _fresh_reader(log).require("subscription", NAME).meta.created_ms == 1  # the loser
+    start = asyncio.get_running_loop().time()
+    await _run(log, store.sweep_once(start))  # too soon: the writer may still be at it
+    assert log.records[-1][1] == dead.encode(create=False)
+    await _run(log, store.sweep_once(start + resources.SETTLE_GRACE_SECONDS))
+    for seen in (store, _fresh_reader(log)):
+        assert (
+            seen.require("subscription", NAME).meta.epoch,
+            seen.require("subscription", NAME).meta.created_ms,
+        ) == (
+            1,
+            0,
+        )
+
+
+async def test_a_clean_up_that_kafka_refuses_is_left_to_the_sweep() -> None:
+    """The loser's writer is told ABORTED as it should be, not the clean-up's UNAVAILABLE; the
+    sweep writes the clean-up later."""
+    log = HandLog()
+    store = _store(log)
+    await _run(log, store.create(_sub("a")))
+    held = store.require("subscription", NAME)
+    first = asyncio.ensure_future(
+        store.replace(dataclasses.replace(held, meta=_raise("epoch")(held.meta)), "a")
+    )
+    second = asyncio.ensure_future(
+        store.replace(dataclasses.replace(held, meta=_raise("created_ms")(held.meta)), "a")
+    )
+    await _settled()
+    failing = HandLog.send
+
+    async def refuse(self: HandLog, topic: str, records: list[Any], partition: int | None = None) -> Any:
+        raise Unavailable("Kafka did not confirm the write")
+
+    HandLog.send = refuse  # type: ignore[method-assign]
+    try:
+        outcomes = await _run(log, first, second)
+    finally:
+        HandLog.send = failing  # type: ignore[method-assign]
+    assert outcomes[0] is None and isinstance(outcomes[1], Aborted)
+    assert _fresh_reader(log).require("subscription", NAME).meta.created_ms == 1  # the loser, newest
+    await _run(log, store.sweep_once(asyncio.get_running_loop().time() + resources.SETTLE_GRACE_SECONDS))
+    fresh = _fresh_reader(log).require("subscription", NAME).meta
+    assert (fresh.epoch, fresh.created_ms) == (1, 0)
 
 
 async def _settled() -> None:
