@@ -196,6 +196,23 @@ class Admin:
             await asyncio.sleep(0.25)
             await self.delete_topic(name)
 
+    async def answers(self, topic: str, wait: float) -> None:
+        """UNAVAILABLE unless the cluster answers within `wait` s a Metadata request for `topic`
+        (which must exist), sent to any broker that is up, in a thread. Unlike DescribeTopics,
+        which librdkafka sends to the node it holds for the controller, it does not wait on a
+        broker that died until the cluster fences it and the client learns so; as a side effect
+        it refreshes the client's metadata, the controller's node included. It never creates the
+        topic (allow.auto.create.topics is false for every client: client_config)."""
+        try:
+            found = await asyncio.to_thread(self._client.list_topics, topic, wait)
+        except KafkaException as exc:
+            raise Unavailable(f"Kafka did not answer: {exc.args[0].str()}") from exc
+        error = found.topics[topic].error if topic in found.topics else None
+        if topic not in found.topics or error is not None:
+            raise Unavailable(
+                f"Kafka topic {topic}: {error.str() if error is not None else 'not in the answer'}"
+            )
+
     async def partitions(self, name: str) -> int | None:
         """The topic's partition count, or None when it does not exist.
 

@@ -19,6 +19,8 @@ from confluent_kafka.admin import ConfigResource as ConfigResource  # type: igno
 from confluent_kafka.admin import NewTopic as NewTopic  # type: ignore[attr-defined]
 from google.api_core import exceptions
 
+from gateway.errors import Unavailable
+from gateway.kafka.admin import Admin
 from gateway.translate import names as gw_names
 from tests.conftest import GatewayFactory
 from tests.e2e.clients import clients, pull_until
@@ -208,3 +210,16 @@ def test_a_subscription_of_a_deleted_topic_is_never_fed_by_its_successor(
     assert sub.get_subscription(subscription=subscription).topic == "_deleted-topic_"
     with pytest.raises(exceptions.FailedPrecondition, match="topic of this subscription was deleted"):
         sub.pull(subscription=subscription, max_messages=10, timeout=10)
+
+
+async def test_the_readiness_probe_never_creates_the_topic_it_asks_for(kafka_bootstrap: str) -> None:
+    """The probe is a Metadata request naming the resources topic (Admin.answers); on a broker
+    that creates topics on lookup, a probe of a topic that is gone must fail, not make it."""
+    missing = f"readiness-probe-{uuid.uuid4().hex[:8]}"
+    async with Admin({"bootstrap.servers": kafka_bootstrap}) as admin:
+        with pytest.raises(Unavailable, match=missing):
+            await admin.answers(missing, 10.0)
+        assert await admin.partitions(missing) is None
+        await admin.create_topic(missing, 2)
+        await admin.answers(missing, 10.0)
+    assert _partitions(_admin(kafka_bootstrap), missing) == 2

@@ -261,12 +261,11 @@ class _Admin:
         self.error: Exception | None = None
         self.hang = False
 
-    async def partitions(self, name: str) -> int:
+    async def answers(self, name: str, wait: float) -> None:
         if self.hang:
             await asyncio.sleep(60)
         if self.error is not None:
             raise self.error
-        return 1
 
 
 async def _status(h: health.Health, service: str = "") -> int:
