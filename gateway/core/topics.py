@@ -10,7 +10,9 @@ that fails after making its Kafka topic deletes it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import functools
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -260,7 +262,9 @@ class TopicService:
         for sub in list(self._store.all("subscription")):
             if sub.proto.topic == name:
                 # Its Kafka topic goes too: a topic re-created under the name must never feed it.
-                await self._store.change(sub, _topic_deleted)
+                # One deleted meanwhile stays gone (the plain write used before brought it back).
+                with contextlib.suppress(NotFound):
+                    await self._store.change(sub, functools.partial(_topic_deleted, name))
         await self._store.delete("topic", name)
         if not res.meta.adopted:
             await self._admin.delete_topic(res.meta.kafka_topic)
@@ -280,8 +284,11 @@ class TopicService:
         return [records.message_id(p, o) for p, o in done]
 
 
-def _topic_deleted(sub: StoredSubscription) -> StoredSubscription:
-    """A subscription of a deleted topic: it names `_deleted-topic_` and delivers no more."""
+def _topic_deleted(topic: str, sub: StoredSubscription) -> StoredSubscription | None:
+    """A subscription of the deleted `topic`: it names `_deleted-topic_` and delivers no more
+    (None when it names another topic by now: one deleted and made again under its name)."""
+    if sub.proto.topic != topic:
+        return None
     proto = pubsub_pb2.Subscription()
     proto.CopyFrom(sub.proto)
     proto.topic = names.DELETED_TOPIC

@@ -16,7 +16,7 @@ import pytest
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.core import resources
 from gateway.core.resources import Resource, ResourceStore, StoredSubscription
-from gateway.errors import Aborted, AlreadyExists, Unavailable
+from gateway.errors import Aborted, AlreadyExists, NotFound, Unavailable
 from gateway.translate.meta import SubscriptionMeta
 
 NAME = "projects/p/subscriptions/s"
@@ -287,6 +287,23 @@ async def test_a_clean_up_that_kafka_refuses_is_left_to_the_sweep() -> None:
     await _run(log, store.sweep_once(asyncio.get_running_loop().time() + resources.SETTLE_GRACE_SECONDS))
     fresh = _fresh_reader(log).require("subscription", NAME).meta
     assert (fresh.epoch, fresh.created_ms) == (1, 0)
+
+
+async def test_a_change_of_a_resource_deleted_meanwhile_writes_nothing() -> None:
+    """A topic's deletion marks its subscriptions by `change`; one deleted in between stays
+    deleted (the plain write used before wrote it back), and the caller is told NOT_FOUND."""
+    log = HandLog()
+    store = _store(log)
+    await _run(log, store.create(_sub()))
+    held = store.require("subscription", NAME)
+    await _run(log, store.delete("subscription", NAME))
+    written = len(log.records)
+    [outcome] = await _run(
+        log, store.change(held, lambda res: dataclasses.replace(res, meta=_raise("epoch")(res.meta)))
+    )
+    assert isinstance(outcome, NotFound)
+    assert len(log.records) == written
+    assert store.get("subscription", NAME) is None
 
 
 async def _settled() -> None:
