@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 import grpc
@@ -92,6 +93,15 @@ class InProcessGateway:
         return pubsub_v1.SchemaServiceClient(
             transport=SchemaServiceGrpcTransport(channel=grpc.insecure_channel(self.address))
         )
+
+
+def wait_for(what: str, done: Callable[[], bool], seconds: float = 30.0) -> None:
+    """Poll `done` every 50 ms; fail naming `what` when it is not true within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {seconds:g} s: {what}")
+        time.sleep(0.05)
 
 
 def settings_for(bootstrap: str, prefix: str, **overrides: Any) -> Settings:

@@ -28,7 +28,7 @@ from gateway._pb.tech.pubsub import pubsub_pb2 as tech
 from gateway._pb.tech.pubsub import pubsub_pb2_grpc
 from gateway.translate.limits import OutgoingMessage
 from gateway.translate.records import MessageView
-from tests.inprocess.conftest import InProcessGateway, settings_for
+from tests.inprocess.conftest import InProcessGateway, settings_for, wait_for
 
 Names = Callable[..., str]
 Code = grpc.StatusCode
@@ -113,13 +113,6 @@ def _publish(gw: InProcessGateway, topic: str, texts: list[str]) -> None:
     gw.run(gw.gateway.topics.publish(topic, [OutgoingMessage(t.encode(), {}, "") for t in texts]))
 
 
-def _wait(what: str, done: Callable[[], bool], seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
 def test_ok_acks_aborted_and_other_codes_are_delivered_again(
     gw: InProcessGateway, names: Names, endpoint: tuple[Endpoint, str]
 ) -> None:
@@ -129,7 +122,7 @@ def test_ok_acks_aborted_and_other_codes_are_delivered_again(
     topic, sub = _setup(gw, names, address)
     texts = [f"{kind}-{i}" for kind in first for i in range(5)]
     _publish(gw, topic, texts)
-    _wait("every message acked", lambda: sorted(server.acked(sub)) == sorted(t.encode() for t in texts))
+    wait_for("every message acked", lambda: sorted(server.acked(sub)) == sorted(t.encode() for t in texts))
     time.sleep(1.5)  # nothing more comes: the acks were written
     seen = server.messages(sub)
     by_text: dict[bytes, list[Code]] = {}
@@ -157,7 +150,7 @@ def test_unavailable_slows_the_pushes_down(
     topic, sub = _setup(gw, names, address)
     texts = [f"m{i}" for i in range(200)]
     _publish(gw, topic, texts)
-    _wait("all 200 acked", lambda: len(set(server.acked(sub))) == 200, 90)
+    wait_for("all 200 acked", lambda: len(set(server.acked(sub))) == 200, 90)
     seen = server.messages(sub)
     t0 = started[0]
     pushed_back = [s for s in seen if 1.0 <= s.at - t0 < 3.0]
@@ -178,14 +171,14 @@ def test_pausing_keeps_messages_and_resuming_pushes_them(
     server.answer = lambda _, __: Code.OK
     topic, sub = _setup(gw, names, address)
     _publish(gw, topic, ["before"])
-    _wait("the first push", lambda: server.acked(sub) == [b"before"])
+    wait_for("the first push", lambda: server.acked(sub) == [b"before"])
     _set_endpoint(gw, sub, "")  # ModifyPushConfig with an empty config
     time.sleep(1.0)
     _publish(gw, topic, [f"paused-{i}" for i in range(5)])
     time.sleep(3.0)
     assert server.acked(sub) == [b"before"], "nothing is pushed while paused"
     _set_endpoint(gw, sub, address)
-    _wait("the paused messages", lambda: len(server.acked(sub)) == 6)
+    wait_for("the paused messages", lambda: len(server.acked(sub)) == 6)
     assert sorted(server.acked(sub)[1:]) == [f"paused-{i}".encode() for i in range(5)]
     gw.run(gw.gateway.subscriptions.delete(sub))
 
@@ -197,13 +190,13 @@ def test_deleting_the_subscription_sends_one_deleted_event(
     server.answer = lambda _, __: Code.OK
     topic, sub = _setup(gw, names, address)
     _publish(gw, topic, ["x"])
-    _wait("the push", lambda: server.acked(sub) == [b"x"])
+    wait_for("the push", lambda: server.acked(sub) == [b"x"])
     gw.run(gw.gateway.subscriptions.delete(sub))
 
     def deleted() -> list[Seen]:
         return [s for s in server.seen if s.event.subscription == sub and s.event.deleted]
 
-    _wait("the deleted event", lambda: len(deleted()) == 1, 15)
+    wait_for("the deleted event", lambda: len(deleted()) == 1, 15)
     time.sleep(1.0)
     assert len(deleted()) == 1
     assert not deleted()[0].event.HasField("message")
@@ -229,7 +222,7 @@ def test_the_truncation_event_is_pushed_first_and_retried_until_acked(
     gw.run(gw.gateway.truncation.truncate(sub))
     _publish(gw, topic, ["new"])
     _set_endpoint(gw, sub, address)
-    _wait("the new message", lambda: server.acked(sub) == [b"new"])
+    wait_for("the new message", lambda: server.acked(sub) == [b"new"])
     kinds = [(s.event.WhichOneof("type"), s.code) for s in server.seen if s.event.subscription == sub]
     assert kinds == [("truncated", Code.UNAVAILABLE), ("truncated", Code.OK), ("message", Code.OK)]
     assert gw.gateway.truncation.pending(sub) == 0
@@ -262,7 +255,7 @@ def test_push_destinations_public_refuses_loopback_endpoints(
                 for r in caplog.records
             )
 
-        _wait("both pushes refused", lambda: refused(by_name) and refused(literal), 60)
+        wait_for("both pushes refused", lambda: refused(by_name) and refused(literal), 60)
         text = " ".join(r.getMessage() for r in caplog.records)
         assert "localhost resolves to 127.0.0.1" in text and "loopback" in text
         for sub in (by_name, literal):
@@ -314,15 +307,15 @@ def test_a_subscription_moves_between_http_and_grpc_push(
             )
         )
         _publish(gw, topic, ["http-1"])
-        _wait("the HTTP push", lambda: b"http-1" in _HttpEndpoint.received)
+        wait_for("the HTTP push", lambda: b"http-1" in _HttpEndpoint.received)
         _set_endpoint(gw, sub, address)  # the legacy endpoint wins over the v1 one
         time.sleep(1.0)
         _publish(gw, topic, ["grpc-1"])
-        _wait("the gRPC push", lambda: server.acked(sub) == [b"grpc-1"])
+        wait_for("the gRPC push", lambda: server.acked(sub) == [b"grpc-1"])
         _set_endpoint(gw, sub, "")  # back to the v1 push config
         time.sleep(1.0)
         _publish(gw, topic, ["http-2"])
-        _wait("the second HTTP push", lambda: b"http-2" in _HttpEndpoint.received)
+        wait_for("the second HTTP push", lambda: b"http-2" in _HttpEndpoint.received)
         assert b"grpc-1" not in _HttpEndpoint.received and server.acked(sub) == [b"grpc-1"]
         gw.run(gw.gateway.subscriptions.delete(sub))
     finally:

@@ -13,16 +13,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
-from tests.inprocess.conftest import InProcessGateway, settings_for
+from tests.inprocess.conftest import InProcessGateway, settings_for, wait_for
 
 ROUNDS = 30
-
-
-def _wait_for(what: str, done: Callable[[], bool], seconds: float = 20.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not done():
-        assert time.monotonic() < deadline, f"no {what} within {seconds} s"
-        time.sleep(0.05)
 
 
 def test_updates_in_one_process_keep_counts_raised_in_another(
@@ -41,7 +34,7 @@ def test_updates_in_one_process_keep_counts_raised_in_another(
         gw.run(
             gw.gateway.subscriptions.create(pb.Subscription(name=sub, topic=topic, ack_deadline_seconds=10))
         )
-        _wait_for(
+        wait_for(
             "subscription in the other process",
             lambda: other.gateway.store.get("subscription", sub) is not None,
         )

@@ -23,7 +23,7 @@ from gateway.kafka import consumer as consumer_module
 from gateway.translate import ackids
 from gateway.translate.limits import OutgoingMessage
 from gateway.translate.meta import SubscriptionMeta
-from tests.inprocess.conftest import InProcessGateway
+from tests.inprocess.conftest import InProcessGateway, wait_for
 
 Names = Callable[..., str]
 
@@ -58,14 +58,6 @@ def _texts(deliveries: list[Delivery]) -> set[str]:
     return {dict(d.record.headers or [])["n"].decode() for d in deliveries}  # type: ignore[union-attr]
 
 
-def _wait_for(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {timeout} s: {what}")
-        time.sleep(0.05)
-
-
 def _adopted(gw: InProcessGateway, sub: str) -> bool:
     """Whether this process's runner of `sub` is in the subscription's current epoch (the
     truncation's checkpoints reach it through the lease/ack log)."""
@@ -86,7 +78,7 @@ def test_truncate_drops_the_backlog_and_delivers_one_event_until_acked(
 
     gw.run(trunc.truncate(sub))
     assert trunc.pending(sub) == 1
-    _wait_for("the runner adopts the truncation", lambda: _adopted(gw, sub))
+    wait_for("the runner adopts the truncation", lambda: _adopted(gw, sub))
     # The old deliveries' leases are gone with the backlog: nacked, nothing comes back.
     gw.run(gw.gateway.delivery.modify_ack_deadline(sub, [d.ack_id for d in old], 0))
     assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
@@ -101,7 +93,7 @@ def test_truncate_drops_the_backlog_and_delivers_one_event_until_acked(
     assert trunc.take_event(sub, 1) == event
     # ... and after its deadline passed (1 s)
     assert trunc.take_event(sub, 1) is None
-    _wait_for("the lease expires", lambda: trunc.take_event(sub, 30) == event, timeout=5.0)
+    wait_for("the lease expires", lambda: trunc.take_event(sub, 30) == event, seconds=5.0)
     gw.run(trunc.settle(sub, [event], 60))  # ModifyAckDeadline: still ours
     assert trunc.take_event(sub, 30) is None
 
@@ -152,7 +144,7 @@ def test_max_age_drops_messages_held_and_fetched_too_old(gw: InProcessGateway, n
     _publish(gw, topic, [f"m{i}" for i in range(4)])
     held = _pull(gw, sub, 4)  # leased, never acked: dropped when 2 s old (checked every second)
     assert len(held) == 4
-    _wait_for("an event", lambda: trunc.pending(sub) == 1)
+    wait_for("an event", lambda: trunc.pending(sub) == 1)
     gw.run(gw.gateway.delivery.modify_ack_deadline(sub, [d.ack_id for d in held], 0))
     assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
     _publish(gw, topic, ["young"])
@@ -165,7 +157,7 @@ def test_max_age_drops_messages_held_and_fetched_too_old(gw: InProcessGateway, n
     _publish(gw, topic2, ["stale"])
     time.sleep(1.1)
     assert gw.run(gw.gateway.delivery.pull(sub2, 10, 2.0)) == []
-    _wait_for("an event", lambda: trunc.pending(sub2) == 1)
+    wait_for("an event", lambda: trunc.pending(sub2) == 1)
 
 
 def test_max_bytes_drops_the_oldest_until_under(gw: InProcessGateway, names: Names) -> None:
@@ -176,7 +168,7 @@ def test_max_bytes_drops_the_oldest_until_under(gw: InProcessGateway, names: Nam
     _publish(gw, topic, [f"m{i}" for i in range(10)], size=300)
     first = _pull(gw, sub, 1)  # starts the runner; the oldest, leased, goes too
     assert _texts(first) == {"m0"}
-    _wait_for("an event", lambda: trunc.pending(sub) >= 1)
+    wait_for("an event", lambda: trunc.pending(sub) >= 1)
     rest = _pull(gw, sub, 3)
     assert _texts(rest) == {"m7", "m8", "m9"}
     assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
@@ -224,7 +216,7 @@ def test_max_bytes_counts_what_is_not_fetched_yet(
     trunc: TruncationService = gw.gateway.truncation
     _publish(gw, topic, [f"m{i}" for i in range(20)], size=300)  # 303 bytes stored each
     assert _texts(_pull(gw, sub, 1)) == {"m0"}
-    _wait_for("an event", lambda: trunc.pending(sub) >= 1)
+    wait_for("an event", lambda: trunc.pending(sub) >= 1)
     runner = gw.gateway.delivery._runners[sub]  # no public view of what it asked Kafka
     assert runner._ends[1], "the partitions' ends were never asked: nothing was unfetched"
     assert _texts(_pull(gw, sub, 3)) == {"m17", "m18", "m19"}

@@ -83,6 +83,13 @@ async def _run(log: HandLog, *writes: Awaitable[Any]) -> list[Any]:
     return await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _replacing(store: ResourceStore, held: StoredSubscription, field: str) -> asyncio.Future[None]:
+    """A compare-and-set of `held` (by its op) raising `field`, started."""
+    return asyncio.ensure_future(
+        store.replace(dataclasses.replace(held, meta=_raise(field)(held.meta)), held.op)
+    )
+
+
 def _fresh_reader(log: HandLog) -> ResourceStore:
     """A process started after compaction: it reads each key's newest record only."""
     other = HandLog()
@@ -185,9 +192,7 @@ async def test_a_create_after_a_delete_survives_the_clean_up_of_a_change_read_be
     await _run(log, store.create(_sub("old")))
     held = store.require("subscription", NAME)
     gone = asyncio.ensure_future(store.delete("subscription", NAME))
-    stale = asyncio.ensure_future(
-        store.replace(dataclasses.replace(held, meta=_raise("epoch")(held.meta)), "old")
-    )
+    stale = _replacing(store, held, "epoch")
     await _settled()  # both written, neither read back yet: the delete first
     log.hold = lambda value: True  # the change's clean-up waits
     log.deliver()
@@ -210,9 +215,7 @@ async def test_a_write_is_told_it_won_even_when_a_rewrite_of_it_that_lost_comes_
     store = _store(log)
     await _run(log, store.create(_sub("a")))
     held = store.require("subscription", NAME)
-    ours = asyncio.ensure_future(
-        store.replace(dataclasses.replace(held, meta=_raise("epoch")(held.meta)), "a")
-    )
+    ours = _replacing(store, held, "epoch")
     await _settled()
     written, _ = Resource.decode(cast(bytes, log.records[-1][1]))
     theirs = dataclasses.replace(written, op="y", base=written.op, meta=_raise("created_ms")(written.meta))
@@ -265,12 +268,8 @@ async def test_a_clean_up_that_kafka_refuses_is_left_to_the_sweep() -> None:
     store = _store(log)
     await _run(log, store.create(_sub("a")))
     held = store.require("subscription", NAME)
-    first = asyncio.ensure_future(
-        store.replace(dataclasses.replace(held, meta=_raise("epoch")(held.meta)), "a")
-    )
-    second = asyncio.ensure_future(
-        store.replace(dataclasses.replace(held, meta=_raise("created_ms")(held.meta)), "a")
-    )
+    first = _replacing(store, held, "epoch")
+    second = _replacing(store, held, "created_ms")
     await _settled()
     failing = HandLog.send
 
