@@ -3,13 +3,14 @@
 Live: the process answers (its event loop runs). Ready: the gateway has started (the resources
 are loaded, the servers listen) and Kafka answered the last probe, a Metadata request for the
 resource topic to any live broker (Admin.answers) made every PROBE_SECONDS (RETRY_SECONDS after
-one that failed). A DescribeTopics, the probe before, goes to the node the admin client holds for
-the controller: with that node killed it failed until the cluster fenced it and the client
-refreshed its metadata, so readiness came back ~11 s after a broker of three died while
-deliveries flowed again after 5-9 s. Not ready is
-answered 503 with the reason, and the gRPC health service says NOT_SERVING, for the whole server
-("") and for each service it serves. On shutdown both turn not ready for good, before the
-servers stop.
+one that failed). Not ready is answered 503 with the reason, and the gRPC health service says
+NOT_SERVING, for the whole server ("") and for each service it serves. On shutdown both turn
+not ready for good, before the servers stop.
+
+The probe was a DescribeTopics, which goes to the node the admin client holds for the
+controller: with that node killed it failed until the cluster fenced it and the client
+refreshed its metadata, so readiness came back ~11 s after a broker of three died, while
+deliveries flowed again after 5-9 s.
 
 Both are open to every caller, with authentication on too: probes (kubelet, load balancers)
 carry no credentials, and the answer tells nothing of the resources.
