@@ -34,6 +34,9 @@ from gateway.translate.meta import TopicMeta
 log = logging.getLogger(__name__)
 ADOPT_LABEL = "kafka-topic"
 PARTITIONS_LABEL = "kafka-partitions"
+# A Kafka topic made just before the CreateTopic that adopts it may not be known to the broker
+# asked yet (its metadata follows the controller's): looked for this long before NOT_FOUND.
+ADOPT_WAIT_SECONDS = 3.0
 MAX_MESSAGE_BYTES = 11 * 1024 * 1024  # Pub/Sub allows 10 MB messages; Kafka's default is 1 MB
 OWN_LABELS = {ADOPT_LABEL: names.KAFKA_TOPIC_MAX, PARTITIONS_LABEL: limits.MAX_LABEL_CHARS}
 UPDATABLE = {
@@ -86,7 +89,7 @@ class TopicService:
         if adopted:
             kafka = names.check_kafka_topic(topic.labels[ADOPT_LABEL])
             self._refuse_reserved(kafka, f"the label {ADOPT_LABEL}")
-            found = await self._admin.partitions(kafka)
+            found = await self._admin.partitions(kafka, wait=ADOPT_WAIT_SECONDS)
             if found is None:
                 raise NotFound(f"Kafka topic {kafka} to adopt for {name} does not exist")
             self._check_adoptable(kafka, found)

@@ -213,12 +213,20 @@ class Admin:
                 f"Kafka topic {topic}: {error.str() if error is not None else 'not in the answer'}"
             )
 
-    async def partitions(self, name: str) -> int | None:
+    async def partitions(self, name: str, wait: float = 0.0) -> int | None:
         """The topic's partition count, or None when it does not exist.
 
-        A DescribeTopics request: asynchronous (no thread), and never creating the topic."""
-        found = await self._describe(name)
-        return None if found is None else found[0]
+        A DescribeTopics request: asynchronous (no thread), and never creating the topic. A
+        broker answers from its copy of the cluster's metadata, which learns of a topic made a
+        moment ago a little after the controller has confirmed it: with `wait`, a topic not
+        found is looked for again until that many seconds have passed."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + wait
+        while (found := await self._describe(name)) is None:
+            if loop.time() >= end:
+                return None
+            await asyncio.sleep(0.1)
+        return found[0]
 
     async def _describe(
         self, name: str, operations: bool = False

@@ -187,6 +187,31 @@ def test_adopted_kafka_topic_delivers_plain_producer_records(
         pub.create_topic(request={"name": names("topics", "-x"), "labels": {"kafka-topic": "no-such-topic"}})
 
 
+def test_adopting_a_kafka_topic_made_a_moment_ago(
+    shared_gateway: object, names: Callable[[str], str], kafka_bootstrap: str
+) -> None:
+    """A broker learns of a new topic a little after its controller confirmed it, so a script
+    that makes a Kafka topic and adopts it at once may ask before the broker knows. Made here
+    half a second after the CreateTopic is sent: the gateway looks again before NOT_FOUND."""
+    kafka_topic = f"late-{uuid.uuid4().hex[:8]}"
+    pub, _ = clients(shared_gateway)  # type: ignore[arg-type]
+    topic = names("topics")
+
+    def make_it_late() -> None:
+        time.sleep(0.5)
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        admin.create_topics([NewTopic(kafka_topic, 3, 1)])[kafka_topic].result(30)
+
+    maker = threading.Thread(target=make_it_late)
+    maker.start()
+    try:
+        made = pub.create_topic(request={"name": topic, "labels": {"kafka-topic": kafka_topic}}, timeout=30)
+    finally:
+        maker.join(60)
+    assert made.labels["kafka-topic"] == kafka_topic
+    assert pub.get_topic(topic=topic).name == topic
+
+
 def test_lease_log_compacts_to_one_key_per_partition(
     start_gateway: GatewayFactory, names: Callable[[str], str], kafka_bootstrap: str
 ) -> None:
