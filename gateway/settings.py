@@ -25,6 +25,7 @@ from gateway.translate.records import MAX_GRPC_MESSAGE
 
 ENV_PREFIX = "PUBSUB_GATEWAY_"
 MIN_PULL_RESPONSE_BYTES = 1024 * 1024
+MAX_RUN_AHEAD = 10.0  # --stream-run-ahead: what a client may be sent past its own flow control
 MAX_WORKERS = 64  # processes of one `serve --workers N`: more than any machine here has cores
 # Kafka options whose values are masked in logs: passwords, keys, and whole JAAS or OAuth configs.
 _SECRET_WORDS = ("password", "secret", "token", "key", "jaas", "oauthbearer.config", "credential")
@@ -278,6 +279,14 @@ class Settings:
     stream_max_seconds: float = setting(
         1800.0, "StreamingPull streams are ended with UNAVAILABLE after this long; clients reconnect"
     )
+    stream_run_ahead: float = setting(
+        1.0,
+        "let a StreamingPull stream hold up to this many times the max_outstanding_messages and "
+        "_bytes its client asked for (default 1: the API's rule, no more than asked). The "
+        "official clients send their acks every 100 ms, so a client that may hold 1,000 messages "
+        "receives at most ~10k msg/s per stream; their own flow control holds the surplus and "
+        "keeps its leases (docs/delivery.md)",
+    )
     # gRPC's default limit on a received message: what the official clients keep when they are
     # pointed at an emulator (PUBSUB_EMULATOR_HOST makes them open a plain channel).
     pull_response_max_bytes: int = setting(
@@ -476,6 +485,8 @@ class Settings:
             )
         if self.stream_max_seconds < 1:
             raise SettingsError("--stream-max-seconds must be at least 1")
+        if not 1 <= self.stream_run_ahead <= MAX_RUN_AHEAD:
+            raise SettingsError(f"--stream-run-ahead must be 1..{MAX_RUN_AHEAD:g}")
         if not MIN_PULL_RESPONSE_BYTES <= self.pull_response_max_bytes <= MAX_GRPC_MESSAGE:
             raise SettingsError(
                 f"--pull-response-max-bytes must be {MIN_PULL_RESPONSE_BYTES:,}.."

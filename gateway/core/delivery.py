@@ -350,8 +350,16 @@ class DeliveryService:
             raise InvalidArgument("stream_ack_deadline_seconds is required in the first request.")
         runner = await self._runner(res)
         self._activity.touch(res)
+        settings = self._settings
         session = StreamSession(
-            self, res, runner, deadline_seconds, max_messages, max_bytes, self._settings.stream_max_seconds
+            self,
+            res,
+            runner,
+            deadline_seconds,
+            max_messages,
+            max_bytes,
+            settings.stream_max_seconds,
+            settings.stream_run_ahead,
         )
         self._streams.add(session)
         return session

@@ -1,8 +1,9 @@
 """StreamingPull sessions: flow-controlled delivery on one stream.
 
 A session leases messages from its subscription's runner while the stream has room under its
-`max_outstanding_messages` / `max_outstanding_bytes`; an ack or nack of a message delivered on
-the stream (on the stream or by a unary call, as the official clients send them) frees room.
+`max_outstanding_messages` / `max_outstanding_bytes` (times `--stream-run-ahead`, 1 unless the
+operator allows more); an ack or nack of a message delivered on the stream (on the stream or by
+a unary call, as the official clients send them) frees room.
 Sessions end with UNAVAILABLE, never OK: on shutdown, when recycled after a maximum age, or when
 the subscription goes away, so clients reconnect and carry on.
 """
@@ -53,13 +54,15 @@ class StreamSession:
         max_messages: int,
         max_bytes: int,
         max_age: float,
+        run_ahead: float = 1.0,
     ) -> None:
         self._service = service
         self.res = res
         self._runner = runner
         self.deadline_seconds = deadline_seconds
-        self._max_messages = max_messages if max_messages > 0 else 1 << 30
-        self._max_bytes = max_bytes if max_bytes > 0 else 1 << 62
+        # The client's limits (<= 0: none), times --stream-run-ahead when the operator allows more.
+        self._max_messages = int(max_messages * run_ahead) if max_messages > 0 else 1 << 30
+        self._max_bytes = int(max_bytes * run_ahead) if max_bytes > 0 else 1 << 62
         # What this stream delivered and no word has ended yet: partition -> {offset: bytes}.
         # By partition, so that an ack, which every stream of the subscription hears of, is
         # matched against each stream's share in one set operation.

@@ -129,6 +129,37 @@ def test_server_side_flow_control_and_heartbeats(
     later.put(None)
 
 
+def test_run_ahead_lets_a_stream_hold_that_many_times_what_its_client_asked(
+    start_gateway: GatewayFactory, names: Callable[[str], str]
+) -> None:
+    """--stream-run-ahead 2.5 and max_outstanding_messages=4: 10 out and no more until acks."""
+    gw = start_gateway("--stream-run-ahead", "2.5")
+    pub, _, topic, subscription = topic_and_subscription(gw, names)
+    for f in [pub.publish(topic, f"m{i}".encode()) for i in range(30)]:
+        f.result(timeout=60)
+    later: queue.Queue[types.StreamingPullRequest | None] = queue.Queue()
+    first = types.StreamingPullRequest(
+        subscription=subscription, stream_ack_deadline_seconds=60, max_outstanding_messages=4
+    )
+    stream = _gapic(gw).streaming_pull(requests=_requests(first, later), timeout=60)
+    try:
+        received: list[types.ReceivedMessage] = []
+        while len(received) < 10:
+            received += next(stream).received_messages
+        time.sleep(1.0)  # time to send more, if it would
+        later.put(types.StreamingPullRequest())  # a ping: answered with what is ready, if anything
+        received += next(stream).received_messages
+        assert len(received) == 10, "2.5 x 4 outstanding, no more"
+        later.put(types.StreamingPullRequest(ack_ids=[m.ack_id for m in received[:3]]))
+        more: list[types.ReceivedMessage] = []
+        while len(more) < 3:
+            more += next(stream).received_messages
+        assert len(more) == 3
+    finally:
+        later.put(None)
+        stream.cancel()
+
+
 def test_stream_validation(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
     _, _, _, subscription = topic_and_subscription(shared_gateway, names)
     gapic = _gapic(shared_gateway)

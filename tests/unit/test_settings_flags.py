@@ -54,6 +54,7 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--min-expiration-ttl-seconds", "PUBSUB_GATEWAY_MIN_EXPIRATION_TTL_SECONDS", "60", 60),
     ("--advertise-address", "PUBSUB_GATEWAY_ADVERTISE_ADDRESS", "gw:8085", "gw:8085"),
     ("--stream-max-seconds", "PUBSUB_GATEWAY_STREAM_MAX_SECONDS", "90", 90.0),
+    ("--stream-run-ahead", "PUBSUB_GATEWAY_STREAM_RUN_AHEAD", "3", 3.0),
     ("--pull-response-max-bytes", "PUBSUB_GATEWAY_PULL_RESPONSE_MAX_BYTES", "8388608", 8 * 1024 * 1024),
     ("--push-max-outstanding", "PUBSUB_GATEWAY_PUSH_MAX_OUTSTANDING", "10", 10),
     ("--push-max-connections", "PUBSUB_GATEWAY_PUSH_MAX_CONNECTIONS", "5", 5),
