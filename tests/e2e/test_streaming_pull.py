@@ -160,6 +160,23 @@ def test_run_ahead_lets_a_stream_hold_that_many_times_what_its_client_asked(
         stream.cancel()
 
 
+def test_the_python_subscriber_under_run_ahead_keeps_its_flow_control_and_gets_each_once(
+    start_gateway: GatewayFactory, names: Callable[[str], str]
+) -> None:
+    """The stream holds 3 x 10 while the client's handlers work on at most 10: the surplus waits
+    in the client under leases it keeps, and every message arrives once."""
+    gw = start_gateway("--stream-run-ahead", "3")
+    pub, sub, topic, subscription = topic_and_subscription(gw, names)
+    n = 300
+    for f in [pub.publish(topic, f"m{i}".encode()) for i in range(n)]:
+        f.result(timeout=60)
+    got, most = _collect(
+        sub, subscription, n, timeout=90, flow=pubsub_v1.types.FlowControl(max_messages=10), delay=0.01
+    )
+    assert sorted(got) == sorted(f"m{i}".encode() for i in range(n))
+    assert most <= 10
+
+
 def test_stream_validation(shared_gateway: GatewayProcess, names: Callable[[str], str]) -> None:
     _, _, _, subscription = topic_and_subscription(shared_gateway, names)
     gapic = _gapic(shared_gateway)
