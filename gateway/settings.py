@@ -284,8 +284,8 @@ class Settings:
         "let a StreamingPull stream hold up to this many times the max_outstanding_messages and "
         "_bytes its client asked for (default 1: the API's rule, no more than asked). The "
         "official clients send their acks every 100 ms, so a client that may hold 1,000 messages "
-        "receives at most ~10k msg/s per stream; their own flow control holds the surplus and "
-        "keeps its leases (docs/delivery.md)",
+        "receives at most ~10k msg/s per stream. The clients' own flow control holds the surplus "
+        "back; Go and Python keep its leases alive (docs/delivery.md)",
     )
     # gRPC's default limit on a received message: what the official clients keep when they are
     # pointed at an emulator (PUBSUB_EMULATOR_HOST makes them open a plain channel).
