@@ -341,8 +341,15 @@ class DeliveryService:
     # -- StreamingPull ---------------------------------------------------------------------
 
     async def open_stream(
-        self, subscription: str, deadline_seconds: int, max_messages: int, max_bytes: int
+        self,
+        subscription: str,
+        deadline_seconds: int,
+        max_messages: int,
+        max_bytes: int,
+        client: bool = False,
     ) -> StreamSession:
+        """A flow-controlled session. `client`: a client's StreamingPull, whose limits
+        --stream-run-ahead multiplies; the gateway's own sessions (push) keep theirs exactly."""
         res = self._subscription(subscription)
         _require_source(res)
         limits.ack_deadline(deadline_seconds, "stream_ack_deadline_seconds")
@@ -359,7 +366,7 @@ class DeliveryService:
             max_messages,
             max_bytes,
             settings.stream_max_seconds,
-            settings.stream_run_ahead,
+            settings.stream_run_ahead if client else 1.0,
         )
         self._streams.add(session)
         return session

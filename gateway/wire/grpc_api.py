@@ -303,6 +303,7 @@ class Subscriber(Servicer, pb_grpc.SubscriberServicer):
                 first.stream_ack_deadline_seconds,
                 first.max_outstanding_messages,
                 first.max_outstanding_bytes,
+                client=True,
             )
             reader = asyncio.create_task(self._read_stream(session, first, requests))
             try:

@@ -4,6 +4,7 @@ store, delivery (pull, ack, modack), stream sessions and the subscription runner
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -105,6 +106,36 @@ def test_a_stream_session_delivers_within_its_outstanding_limit(gw: InProcessGat
     first, rest = gw.run(read(10))
     assert len(first) == 10
     assert sorted(d.record.value for d in first + rest) == sorted(f"s{i}".encode() for i in range(25))
+
+
+def test_run_ahead_widens_clients_streams_only(gw: InProcessGateway, names: Names) -> None:
+    """--stream-run-ahead 3: a client's stream that asked for 2 holds 6; the gateway's own
+    sessions (push asks for its window) hold exactly what they asked for."""
+    topic, sub = _setup(gw, names, ack_deadline_seconds=30)
+    _publish(gw, topic, [f"r{i}" for i in range(20)])
+    delivery = gw.gateway.delivery
+
+    async def hold(client: bool) -> list[Delivery]:
+        session = await delivery.open_stream(sub, 30, 2, 0, client=client)
+        batches = session.batches()
+        got: list[Delivery] = []
+        try:
+            while len(got) < (6 if client else 2):
+                got += (await asyncio.wait_for(anext(batches), 20)).deliveries
+            with pytest.raises(TimeoutError):  # and nothing more until acks
+                await asyncio.wait_for(anext(batches), 1.5)
+        finally:
+            session.release()
+        await delivery.acknowledge(sub, [d.ack_id for d in got])
+        return got
+
+    strict = delivery._settings
+    delivery._settings = dataclasses.replace(strict, stream_run_ahead=3.0)
+    try:
+        assert len(gw.run(hold(client=False))) == 2
+        assert len(gw.run(hold(client=True))) == 6
+    finally:
+        delivery._settings = strict
 
 
 def test_a_stream_counts_a_message_it_gets_again_once(gw: InProcessGateway, names: Names) -> None:
