@@ -68,12 +68,12 @@ inprocess: $(STAMP)
 ## e2e: gateway processes, the official clients, real HTTP, brokers killed and restarted.
 ## Two pytest workers, each with a broker of its own: the tests mostly wait (group joins,
 ## deadlines, backoffs), so two at once take ~15 minutes where one at a time took ~23.
-## E2E_WORKERS=0 runs them one at a time.
+## E2E_WORKERS=0 runs them one at a time. The 25 slowest tests are listed at the end.
 E2E_WORKERS ?= 2
 e2e: $(STAMP)
 	@for tool in go mvn npm; do command -v $$tool >/dev/null \
 		|| { echo "$$tool is required: the e2e tier drives the gateway with the official Go, Java and Node clients"; exit 1; }; done
-	$(BIN)/python -m pytest -n $(E2E_WORKERS) --dist loadfile tests/e2e tests/integration
+	$(BIN)/python -m pytest -n $(E2E_WORKERS) --dist loadfile --durations=25 tests/e2e tests/integration
 
 ## conformance: google-cloud-pubsub's own system tests, downloaded from PyPI and checked against a
 ## pinned sha256, on a gateway and a broker; conformance/expected.toml lists what may not pass
