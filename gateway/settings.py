@@ -282,9 +282,9 @@ class Settings:
     stream_run_ahead: float = setting(
         1.0,
         "let a StreamingPull stream hold up to this many times the max_outstanding_messages and "
-        "_bytes its client asked for (default 1: the API's rule, no more than asked). The "
-        "official clients send their acks every 100 ms, so a client that may hold 1,000 messages "
-        "receives at most ~10k msg/s per stream. The clients' own flow control holds the surplus "
+        "_bytes its client asked for (default 1: the API's rule, no more than asked). The Go "
+        "client sends its acks every 100 ms, so with its default 1,000 outstanding messages a "
+        "stream passes at most ~10k msg/s. The clients' own flow control holds the surplus "
         "back; Go and Python keep its leases alive (docs/delivery.md)",
     )
     # gRPC's default limit on a received message: what the official clients keep when they are

@@ -220,17 +220,23 @@ class Admin:
         broker answers from its copy of the cluster's metadata, which learns of a topic made a
         moment ago a little after the controller has confirmed it: with `wait`, a topic not
         found is looked for again until that many seconds have passed."""
+        found = await self._describe(name, wait=wait)
+        return None if found is None else found[0]
+
+    async def _describe(
+        self, name: str, operations: bool = False, wait: float = 0.0
+    ) -> tuple[int, frozenset[str] | None] | None:
+        """`_describe_once`, asked again every 0.1 s for up to `wait` seconds while the topic is
+        not found (a topic made a moment ago may not be known to every broker yet)."""
         loop = asyncio.get_running_loop()
         end = loop.time() + wait
-        while (found := await self._describe(name)) is None:
+        while (found := await self._describe_once(name, operations)) is None:
             if loop.time() >= end:
                 return None
             await asyncio.sleep(0.1)
-        return found[0]
+        return found
 
-    async def _describe(
-        self, name: str, operations: bool = False
-    ) -> tuple[int, frozenset[str] | None] | None:
+    async def _describe_once(self, name: str, operations: bool) -> tuple[int, frozenset[str] | None] | None:
         """(partitions, the operations the gateway's principal may do on it) of a topic, None
         when it does not exist. The operations (names of AclOperation) only when asked for and
         the cluster tells: None from a cluster without an authorizer."""
@@ -250,13 +256,9 @@ class Admin:
         """PERMISSION_DENIED naming every operation of `spec.access` Kafka's authorizer does
         not allow the gateway on the topic; nothing when it allows all, or does not tell. A
         topic made a moment ago may not be known to every broker yet: waited for."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + wait
-        while (found := await self._describe(spec.name, operations=True)) is None:
-            if loop.time() > end:
-                return
-            await asyncio.sleep(0.1)
-        self._require(spec, found[1])
+        found = await self._describe(spec.name, operations=True, wait=wait)
+        if found is not None:
+            self._require(spec, found[1])
 
     @staticmethod
     def _require(spec: TopicSpec, allowed: frozenset[str] | None) -> None:
