@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.pool
+import os
 import time
 import traceback
 import uuid
@@ -100,6 +101,9 @@ class Bench:
         if len(tasks) > self.workers:
             raise ValueError(f"{len(tasks)} tasks for {self.workers} generator processes")
         self.counter.value = 0
+        # What earlier runs wrote is still going to disk (a raw producer's 8 s are ~2.5 GB): a
+        # run that starts while the kernel writes that back pays for it. Each starts clean.
+        os.sync()
         start_at = time.time() + lead
         pending = [self.pool.apply_async(_call, (fn, {**args, "start_at": start_at})) for fn, args in tasks]
         time.sleep(max(0.0, start_at - time.time()))
