@@ -274,7 +274,7 @@ class TopicService:
         log.info("deleted topic %s", name)
 
     async def publish(self, name: str, messages: Sequence[limits.OutgoingMessage]) -> list[str]:
-        limits.check_publish(messages)
+        size = limits.check_publish(messages)
         res = self.get(name)
         self._refuse_reserved(res.meta.kafka_topic, "a topic stored by an older gateway")
         if res.proto.schema_settings.schema:
@@ -283,8 +283,8 @@ class TopicService:
         # Records without an ordering key go to any of the partitions the topic had when it
         # was made or adopted (one per call), away from any whose broker is gone.
         done = await self._producer.send(res.meta.kafka_topic, out, spread=res.meta.partitions)
-        self.tallies.of(name).on_published(messages)
-        return [records.message_id(p, o) for p, o in done]
+        self.tallies.of(name).on_published(len(messages), size)
+        return records.message_ids(done)
 
 
 def _topic_deleted(topic: str, sub: StoredSubscription) -> StoredSubscription | None:

@@ -49,7 +49,9 @@ outgoing = functools.partial(tuple.__new__, OutgoingMessage)
 TRACE_CONTEXT_KEYS = frozenset({"googclient_traceparent", "googclient_tracestate"})
 
 
-def check_publish(messages: Sequence[OutgoingMessage]) -> None:
+def check_publish(messages: Sequence[OutgoingMessage]) -> int:
+    """Refuse a publish request over any of Pub/Sub's limits; else its size in bytes as Pub/Sub
+    sizes messages: data, ordering key, and attributes' names and values (UTF-8)."""
     if not messages:
         raise InvalidArgument("A publish request must contain at least one message (messages).")
     if len(messages) > MAX_MESSAGES_PER_PUBLISH:
@@ -104,6 +106,7 @@ def check_publish(messages: Sequence[OutgoingMessage]) -> None:
         raise InvalidArgument(
             f"The publish request is {total} bytes; at most {MAX_PUBLISH_BYTES} are allowed."
         )
+    return total
 
 
 def ack_deadline(seconds: int, field: str = "ack_deadline_seconds") -> int:

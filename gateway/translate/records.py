@@ -79,6 +79,12 @@ def message_id(partition: int, offset: int) -> str:
     return str((partition << _PARTITION_SHIFT) | offset)
 
 
+def message_ids(written: Sequence[tuple[int, int]]) -> list[str]:
+    """message_id of each (partition, offset): one call per Publish, no call per message."""
+    shift = _PARTITION_SHIFT
+    return [str((p << shift) | o) for p, o in written]
+
+
 def parse_message_id(mid: str) -> tuple[int, int]:
     n = int(mid)
     return n >> _PARTITION_SHIFT, n & ((1 << _PARTITION_SHIFT) - 1)

@@ -22,7 +22,7 @@ from gateway.leases.commands import Ack
 from gateway.leases.state import PartitionState
 from gateway.observe import backlog, health, logs, rpc
 from gateway.settings import SettingsError
-from gateway.translate.limits import OutgoingMessage
+from gateway.translate.limits import OutgoingMessage, check_publish
 from gateway.translate.records import Record
 from gateway.wire.rest import Aborted, CallContext, Code
 from tests.unit.test_settings import parse
@@ -83,8 +83,9 @@ def test_push_outcomes_are_classed_as_cloud_monitoring_does(
 
 def test_publish_bytes_count_data_attributes_and_ordering_key() -> None:
     t = TopicTally()
-    t.on_published([OutgoingMessage(b"abc", {"k": "vv"}, "ok"), OutgoingMessage(b"", {}, "")])
-    assert (t.requests, t.messages, t.bytes) == (1, 2, 3 + 3 + 2)
+    size = check_publish([OutgoingMessage(b"abc", {"k": "vv"}, "ok"), OutgoingMessage(b"", {"é": ""}, "")])
+    t.on_published(2, size)
+    assert (t.requests, t.messages, t.bytes) == (1, 2, 3 + 3 + 2 + 2)  # é is 2 bytes in UTF-8
 
 
 def test_names_past_the_cap_share_one_tally_labelled_other() -> None:

@@ -77,6 +77,7 @@ def test_message_id_round_trip(partition: int, offset: int) -> None:
     mid = records.message_id(partition, offset)
     assert mid.isdigit()
     assert records.parse_message_id(mid) == (partition, offset)
+    assert records.message_ids([(partition, offset), (0, 0)]) == [mid, "0"]  # Publish's bulk form
 
 
 @HYP
