@@ -102,6 +102,32 @@ def _translate(
     return Unavailable(f"Kafka did not confirm the write: {err.str()}")
 
 
+async def _queue_run(
+    producer: confluent_kafka.Producer, topic: str, run: list[dict[str, Any]], partition: int
+) -> None:
+    """Queue `run` (produce_batch's message dicts) to `partition` (-1: the partitioner decides).
+
+    produce_batch does not raise when the local queue is full: it marks the messages it could
+    not queue with `_error`, and once one was refused for a full queue every later one is too,
+    so what went in is a prefix and the rest is retried in order when there is room. Any other
+    refusal fails the call, as produce() raising does."""
+    while True:
+        try:
+            queued = producer.produce_batch(topic, run, partition=partition)
+        except confluent_kafka.KafkaException as exc:
+            raise _translate(exc.args[0], topic) from exc
+        if queued == len(run):
+            return
+        refused: confluent_kafka.KafkaError = next(m["_error"] for m in run if "_error" in m)
+        rest = run[queued:]
+        if refused.code() != confluent_kafka.KafkaError._QUEUE_FULL or not all("_error" in m for m in rest):
+            raise _translate(refused, topic)
+        for m in rest:
+            del m["_error"]
+        run = rest
+        await asyncio.sleep(0.005)  # let the poll thread drain the queue
+
+
 class Producer:
     """Idempotent, acks=all producer shared by the whole process."""
 
@@ -181,25 +207,40 @@ class Producer:
         if not records:
             return []
         batch = _Batch(self._loop, len(records))
-        produce = self._producer.produce
+        producer = self._producer
         target = -1 if partition is None else partition  # -1: the partitioner decides
         keyless = self._pick(topic, spread) if partition is None and spread > 0 else -1
+        # Records without headers go in runs through produce_batch (one topic handle, one
+        # argument parse per run); a run ends where a record has headers, which produce_batch
+        # drops, or goes to another partition. Records are queued in the caller's order.
+        run: list[dict[str, Any]] = []
+        run_partition = target
         for i, (key, value, headers) in enumerate(records):
+            to = keyless if key is None and keyless >= 0 else target
+            if run and (headers is not None or to != run_partition):
+                await _queue_run(producer, topic, run, run_partition)
+                run = []
+            if headers is None:
+                run_partition = to
+                run.append({"key": key, "value": value, "callback": batch.callback(i)})
+                continue
             while True:
                 try:
-                    produce(
+                    producer.produce(
                         topic,
                         value=value,
                         key=key,
                         headers=headers,
                         on_delivery=batch.callback(i),
-                        partition=keyless if key is None and keyless >= 0 else target,
+                        partition=to,
                     )
                     break
                 except BufferError:
                     await asyncio.sleep(0.005)  # local queue full: let the poll thread drain it
                 except confluent_kafka.KafkaException as exc:
                     raise _translate(exc.args[0], topic) from exc
+        if run:
+            await _queue_run(producer, topic, run, run_partition)
         if keyless < 0:  # only the picks need to know which partitions are slow
             return await batch.future
         call, where = next(self._calls), (topic, keyless)
