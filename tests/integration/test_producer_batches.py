@@ -27,12 +27,15 @@ QUEUE = 64
 
 
 def _records() -> list[OutRecord]:
-    """Keyless runs, records with headers between them, and keyed records on three keys."""
+    """Keyless runs, records with headers between them, and keyed records on three keys, with
+    headers and without."""
     out: list[OutRecord] = []
     for i in range(RECORDS):
         value = f"r{i}".encode()
         if i % 500 == 499:
             out.append((None, value, [("h", b"1")]))  # ends a run
+        elif i % 50 == 24:  # a key's record that goes one by one: its partition must not differ
+            out.append((f"k{i % 3}".encode(), value, [("h", b"2")]))
         elif i % 7 == 3:
             out.append((f"k{i % 3}".encode(), value, None))  # to the partitioner's partition
         else:
