@@ -28,7 +28,7 @@ QUEUE = 64
 
 def _records() -> list[OutRecord]:
     """Keyless runs, records with headers between them, and keyed records on three keys, with
-    headers and without."""
+    headers and without, and tombstones."""
     out: list[OutRecord] = []
     for i in range(RECORDS):
         value = f"r{i}".encode()
@@ -36,6 +36,8 @@ def _records() -> list[OutRecord]:
             out.append((None, value, [("h", b"1")]))  # ends a run
         elif i % 50 == 24:  # a key's record that goes one by one: its partition must not differ
             out.append((f"k{i % 3}".encode(), value, [("h", b"2")]))
+        elif i % 100 == 50:  # a tombstone, as the lease log writes: a null value, not an empty one
+            out.append((f"k{i % 3}".encode(), None, None))
         elif i % 7 == 3:
             out.append((f"k{i % 3}".encode(), value, None))  # to the partitioner's partition
         else:
@@ -43,10 +45,10 @@ def _records() -> list[OutRecord]:
     return out
 
 
-def _read(bootstrap: str, topic: str) -> dict[tuple[int, int], tuple[bytes | None, bytes, list]]:
+def _read(bootstrap: str, topic: str) -> dict[tuple[int, int], tuple[bytes | None, bytes | None, list]]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}"})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    seen: dict[tuple[int, int], tuple[bytes | None, bytes, list]] = {}
+    seen: dict[tuple[int, int], tuple[bytes | None, bytes | None, list]] = {}
     try:
         for _ in range(600):
             for m in consumer.consume(500, 0.2):
