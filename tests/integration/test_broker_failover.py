@@ -55,7 +55,8 @@ def test_admin_calls_go_on_after_their_controller_is_killed() -> None:
         # on purpose: nothing in the gateway needs to know it.
         metadata = await asyncio.to_thread(admin._client.list_topics, timeout=10)
         controller = metadata.controller_id
-        assert await admin.partitions("probe") == 1
+        # The broker asked may learn of the topic a moment after the controller confirmed it.
+        assert await admin.partitions("probe", wait=10) == 1
         for _ in range(60):  # every broker knows the new topic (describing configs may ask any)
             try:
                 await admin.topic_config("probe")
