@@ -17,6 +17,7 @@ RSS_TARGET_MB = 300.0
 MILLION = 10**6
 GO_RAISED_TARGET, GO_DEFAULT_TARGET, GO_PUBLISH_TARGET = 60_000.0, 25_000.0, 60_000.0
 GO_CPU_US_TARGET, GO_P99_MS_TARGET = 15.0, 25.0
+PUBLISH_RATIO_TARGET, PUBLISH_RATIO_BATCH = 0.5, 1000
 _HEAD = (
     f"{'case':<46} {'msg/s':>9} {'MB/s':>7} {'x raw':>6} {'gw CPU%':>7} {'gw RSS':>7} "
     f"{'gen CPU%':>8} {'kafka%':>6} {'mach%':>5} {'other%':>6}  details"
@@ -60,6 +61,7 @@ def table(scenarios: dict[str, list[Row]]) -> str:
 
 def targets(scenarios: dict[str, list[Row]]) -> list[dict[str, Any]]:
     return [
+        _publish_target(scenarios.get("publish")),
         _pull_target(scenarios.get("deliver", [])),
         _stream_target(scenarios.get("deliver", [])),
         _latency_target(scenarios.get("latency", [])),
@@ -112,6 +114,23 @@ def _go_targets(rows: list[Row] | None) -> list[dict[str, Any]]:
     if rows is None:
         for t in out:
             t["note"] = "the goclient scenario was not in this run"
+    return out
+
+
+def _publish_target(rows: list[Row] | None) -> dict[str, Any]:
+    """Issue 22's raw-stub publish target: the gateway's Publish with batches of 1000 against the
+    raw producer of the same run (the row's ratio)."""
+    prefix = f"Publish batch={PUBLISH_RATIO_BATCH},"
+    found = [r for r in rows or [] if r.case.startswith(prefix) and r.status == "ok"]
+    value = found[0].ratio if found else None
+    out = {
+        "target": f"raw-stub Publish batch={PUBLISH_RATIO_BATCH} >= {PUBLISH_RATIO_TARGET}x the raw "
+        "producer of the same run",
+        "value": value,
+        "met": value is not None and value >= PUBLISH_RATIO_TARGET,
+    }
+    if rows is None:
+        out["note"] = "the publish scenario was not in this run"
     return out
 
 

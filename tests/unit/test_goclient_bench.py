@@ -1,5 +1,5 @@
-"""The goclient scenario's pure parts: the median of rounds, the verdicts on issue 22's targets,
-and the profile summary of py-spy's collapsed stacks (the runs themselves need Go and a broker)."""
+"""The goclient scenario's pure parts: the median of rounds, the verdicts on issue 22's targets
+(raw-stub publish too), and the profile summary of py-spy's collapsed stacks (the runs themselves need Go and a broker)."""
 
 from __future__ import annotations
 
@@ -61,3 +61,27 @@ def test_profile_shares_count_self_and_total_per_function(tmp_path: Path) -> Non
     assert samples == 4
     assert own == {"decode (translate/ackids.py)": 75.0, "settle (core/acks.py)": 25.0}
     assert total["settle (core/acks.py)"] == 100.0
+
+
+def test_the_publish_verdict_reads_the_batch_of_1000_ratio() -> None:
+    def publish(case: str, ratio: float, status: str = "ok") -> Row:
+        return Row(scenario="publish", case=case, kind="gateway", status=status, ratio=ratio)
+
+    raw = Row(scenario="publish", case="raw producer, 1 process", kind="raw", msgs_per_s=400e3)
+    short = [
+        raw,
+        publish("Publish batch=100, 3 proc x 2 in flight", 0.6),
+        publish("Publish batch=1000, 1 proc x 2 in flight", 0.38),
+    ]
+    verdict = report._publish_target(short)
+    assert (verdict["met"], verdict["value"]) == (False, 0.38)  # batch=100's 0.6 does not count
+    assert report._publish_target([raw, publish("Publish batch=1000, 2 proc x 2 in flight", 0.5)])["met"]
+    failed = report._publish_target(
+        [raw, publish("Publish batch=1000, 1 proc x 2 in flight", 0.9, "failed: x")]
+    )
+    assert failed["value"] is None and not failed["met"]
+    missing = report._publish_target(None)
+    assert not missing["met"] and "not in this run" in missing["note"]
+    assert report.targets({})[0] is not None and report.targets({})[0]["target"].startswith(
+        "raw-stub Publish"
+    )
