@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import random
 import time
 from typing import Any
 
@@ -59,6 +60,43 @@ def raw_fill(args: dict[str, Any]) -> dict[str, Any]:
             producer.poll(0)
     left = producer.flush(120)
     return result(args["count"] - left, t0, time.time(), cpu0)
+
+
+def raw_runs(args: dict[str, Any]) -> dict[str, Any]:
+    """The gateway's Publish pattern straight to Kafka, to tell its own cost from the pattern's:
+    runs of `batch` records, each to one partition picked at random (as the gateway puts a
+    Publish without ordering keys), its producer's linger, `window` runs in flight, the next
+    queued once the oldest is confirmed whole."""
+    from gateway.kafka.producer import LINGER_MS
+
+    producer = make_producer(args["bootstrap"], **{"linger.ms": LINGER_MS})
+    topic, batch = args["topic"], args["batch"]
+    value = args.get("data") or payload(0.0)
+    parts = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
+    pick = random.Random(0).randrange
+    wait_until(args["start_at"])
+    cpu0, t0 = time.process_time(), time.time()
+    end = t0 + args["seconds"]
+    inflight: collections.deque[list[int]] = collections.deque()  # [records unconfirmed, failed]
+    count = errors = 0
+    while time.time() < end or inflight:
+        if time.time() < end and len(inflight) < args["window"]:
+            run = [batch, 0]
+
+            def on_delivery(err: Any, _msg: Any, run: list[int] = run) -> None:
+                run[0] -= 1
+                run[1] += err is not None
+
+            records = [{"value": value, "callback": on_delivery} for _ in range(batch)]
+            if producer.produce_batch(topic, records, partition=pick(parts)) != batch:
+                raise RuntimeError("the local queue refused records: the window should not fill it")
+            inflight.append(run)
+            continue
+        producer.poll(0.001)
+        while inflight and inflight[0][0] == 0:
+            failed = inflight.popleft()[1]
+            count, errors = count + batch - failed, errors + failed
+    return result(count, t0, time.time(), cpu0, errors=errors)
 
 
 def gw_publish(args: dict[str, Any]) -> dict[str, Any]:

@@ -1,21 +1,25 @@
-"""publish: raw acks=all idempotent producer vs the gateway's Publish with batches of 1, 100, 1000."""
+"""publish: raw acks=all idempotent producer vs the gateway's Publish with batches of 1, 100, 1000;
+and raw Kafka in the batch=1000 case's pattern, to tell the gateway's cost from the pattern's."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
+from collections.abc import Callable
+from typing import Any
 
 import fastavro
 import grpc
 
-from benchmarks.config import Mode
+from benchmarks.config import Mode, PublishCase
 from benchmarks.gen import publish
 from benchmarks.harness import Bench
-from benchmarks.results import Row, build, ratio
+from benchmarks.results import GenResult, Row, build, ratio
 from benchmarks.scenarios.common import api_for, kafka_topic
 
 NAME = "publish"
+TARGET_BATCH = 1000  # issue 22's ratio target is for Publish with batches of 1000
 
 
 def run(bench: Bench, mode: Mode) -> list[Row]:
@@ -33,26 +37,54 @@ def _measure(bench: Bench, mode: Mode, topic: str) -> list[Row]:
     results, win = bench.run([(publish.raw_produce, raw_args)])
     raw = build(NAME, "raw producer, 1 process", "raw", results, win)
     rows = [raw]
+    pattern = _pattern(bench, mode, topic, raw)
+    rows += [pattern] if pattern else []
     for case in mode.publish_cases:
-        args = {
-            "address": bench.gateway.address,
-            "topic": topic,
-            "batch": case.batch,
-            "window": case.window,
-            "seconds": mode.publish_seconds,
-        }
-        results, win = bench.run([(publish.gw_publish, args)] * case.procs)
+        args = _args(case, mode, address=bench.gateway.address, topic=topic)
         label = f"Publish batch={case.batch}, {case.procs} proc x {case.window} in flight"
-        row = build(NAME, label, "gateway", results, win)
-        row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
+        row = _row(bench, label, "gateway", publish.gw_publish, args, case.procs, raw)
         row.extra["rpcs_per_s"] = round(row.msgs_per_s / case.batch)
-        errors = sum(int(r.get("errors", 0)) for r in results)
-        if errors:
-            row.extra["errors"] = errors
+        if pattern and case.batch == TARGET_BATCH:
+            row.extra["vs_raw_same_pattern"] = ratio(row.msgs_per_s, pattern.msgs_per_s)
         rows.append(row)
     rows += _rest(bench, mode, topic, raw, rows)
     rows += _schema(bench, mode, topic, raw)
     return rows
+
+
+def _pattern(bench: Bench, mode: Mode, topic: str, raw: Row) -> Row | None:
+    """Raw Kafka with the batch=1000 case's pattern (runs of 1000 to one partition, as many in
+    flight): what the broker allows at that concurrency, beside what the raw producer allows
+    unbounded. The gateway's row then says how much of each it reaches."""
+    case = next((c for c in mode.publish_cases if c.batch == TARGET_BATCH), None)
+    if case is None:
+        return None
+    args = _args(case, mode, bootstrap=bench.bootstrap, topic=kafka_topic(topic))
+    label = f"raw runs of {case.batch}, {case.procs} proc x {case.window} in flight"
+    return _row(bench, label, "raw", publish.raw_runs, args, case.procs, raw)
+
+
+def _args(case: PublishCase, mode: Mode, **where: str) -> dict[str, Any]:
+    return {**where, "batch": case.batch, "window": case.window, "seconds": mode.publish_seconds}
+
+
+def _row(
+    bench: Bench,
+    label: str,
+    kind: str,
+    gen: Callable[[dict[str, Any]], GenResult],
+    args: dict[str, Any],
+    procs: int,
+    raw: Row,
+) -> Row:
+    """One case: `procs` processes of `gen`, its ratio to the raw producer, and its errors."""
+    results, win = bench.run([(gen, args)] * procs)
+    row = build(NAME, label, kind, results, win)
+    row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
+    errors = sum(int(r.get("errors", 0)) for r in results)
+    if errors:
+        row.extra["errors"] = errors
+    return row
 
 
 # An Avro record of ~1 KiB: what a topic with a schema validates on every publish.

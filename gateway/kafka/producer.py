@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 _rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
 
 SLOW_WRITE_SECONDS = 1.0
+LINGER_MS = 2  # a Publish of one message waits at most this for others to share its request
 
 Headers = list[tuple[str, str | bytes | None]]
 DeliveryCallback = Callable[[confluent_kafka.KafkaError | None, confluent_kafka.Message], None]
@@ -142,7 +143,7 @@ class Producer:
                 "acks": "all",
                 "partitioner": "murmur2_random",  # what Java producers use: one key, one partition
                 "enable.idempotence": True,
-                "linger.ms": 2,
+                "linger.ms": LINGER_MS,
                 "message.max.bytes": 12_000_000,
                 "queue.buffering.max.messages": 200_000,
                 "queue.buffering.max.kbytes": 262_144,

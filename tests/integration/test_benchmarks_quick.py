@@ -73,11 +73,25 @@ def test_machine_and_targets_are_described(quick: dict[str, Any]) -> None:
     assert machine["cores"] >= 1 and machine["memory_gib"] > 0
     for key in ("cpu_model", "python", "kafka", "confluent_kafka", "grpcio", "date"):
         assert machine[key], key
-    assert len(quick["targets"]) == 10  # five of the benchmark's own, five of the Go client's
+    assert len(quick["targets"]) == 11  # six of the benchmark's own, five of the Go client's
     for target in quick["targets"]:
         assert isinstance(target["met"], bool) and target["target"], target
     go = [t for t in quick["targets"] if "Go client" in t["target"]]
     assert len(go) == 5 and all(t["value"] is None and not t["met"] for t in go)  # --quick runs no Go
+
+
+@pytest.mark.timeout(420)
+def test_publish_is_measured_against_raw_kafka_in_its_own_pattern(quick: dict[str, Any]) -> None:
+    rows = {r["case"]: r for r in quick["scenarios"]["publish"]}
+    pattern = next(r for case, r in rows.items() if case.startswith("raw runs of 1000,"))
+    assert pattern["kind"] == "raw" and pattern["messages"] >= 1000 and pattern["ratio"] > 0
+    assert "errors" not in pattern["extra"]  # every record confirmed
+    gateway = next(r for case, r in rows.items() if case.startswith("Publish batch=1000,"))
+    share = gateway["extra"]["vs_raw_same_pattern"]
+    assert share == pytest.approx(gateway["msgs_per_s"] / pattern["msgs_per_s"], abs=1e-3)
+    verdict = next(t for t in quick["targets"] if t["target"].startswith("raw-stub Publish"))
+    assert verdict["value"] == pytest.approx(gateway["ratio"], abs=1e-3)
+    assert verdict["met"] == (verdict["value"] >= 0.5)
 
 
 @pytest.mark.timeout(420)
