@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "generator_processes": WORKERS,
         "gateway_args": args.gateway_args,
         "create_subscription_unavailable_retried": api.RETRIED,
+        "page_cache_emptied_before_runs": bench.cache_drops,
     }
     print(report.table(done))
     print(report.format_targets(report.targets(done)))

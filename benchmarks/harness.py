@@ -44,6 +44,18 @@ def _settle(_: int) -> int:
     return 0
 
 
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def drop_page_cache() -> bool:
+    """Free the kernel's clean page cache, when this process may (root); True if it did."""
+    try:
+        DROP_CACHES.write_text("1\n")
+    except OSError:
+        return False
+    return True
+
+
 class Bench:
     """Shared state of one benchmark run: the broker, the gateways, the generator pool."""
 
@@ -63,6 +75,7 @@ class Bench:
         self.prefix = f"bench{self.uid}"
         self.gateways: list[GatewayProc] = []
         self.workers = workers
+        self.cache_drops = {"done": 0, "refused": 0}  # runs asked to start on an empty page cache
         ctx = multiprocessing.get_context("spawn")
         self.counter = ctx.Value("q", 0)  # generators of one run count what they received here
         self.pool: multiprocessing.pool.Pool = ctx.Pool(
@@ -96,14 +109,23 @@ class Bench:
         lead: float = 0.6,
         timeout: float = 600.0,
         gateways: list[GatewayProc] | None = None,
+        fresh_cache: bool = False,
     ) -> tuple[list[GenResult], Samples]:
-        """Run tasks in the pool, all starting at one instant; measure the window they run in."""
+        """Run tasks in the pool, all starting at one instant; measure the window they run in.
+
+        `fresh_cache`: start on an empty page cache too, for runs that only write. On this
+        machine a page cache holding a raw producer's gigabytes made the gateway's Publish that
+        followed ~25% slower, at ~40% more CPU per message, the broker slower too; emptied, both
+        were as fast as on a fresh machine (docs/benchmarks.md). Reads are left alone: a consumer
+        case reads what was just written from the cache, as consumers do."""
         if len(tasks) > self.workers:
             raise ValueError(f"{len(tasks)} tasks for {self.workers} generator processes")
         self.counter.value = 0
         # What earlier runs wrote is still going to disk (a raw producer's 8 s are ~2.5 GB): a
         # run that starts while the kernel writes that back pays for it. Each starts clean.
         os.sync()
+        if fresh_cache:
+            self.cache_drops["done" if drop_page_cache() else "refused"] += 1
         start_at = time.time() + lead
         pending = [self.pool.apply_async(_call, (fn, {**args, "start_at": start_at})) for fn, args in tasks]
         time.sleep(max(0.0, start_at - time.time()))

@@ -34,7 +34,7 @@ def run(bench: Bench, mode: Mode) -> list[Row]:
 
 def _measure(bench: Bench, mode: Mode, topic: str) -> list[Row]:
     raw_args = {"bootstrap": bench.bootstrap, "topic": kafka_topic(topic), "seconds": mode.publish_seconds}
-    results, win = bench.run([(publish.raw_produce, raw_args)])
+    results, win = bench.run([(publish.raw_produce, raw_args)], fresh_cache=True)
     raw = build(NAME, "raw producer, 1 process", "raw", results, win)
     rows = [raw]
     pattern = _pattern(bench, mode, topic, raw)
@@ -78,7 +78,7 @@ def _row(
     raw: Row,
 ) -> Row:
     """One case: `procs` processes of `gen`, its ratio to the raw producer, and its errors."""
-    results, win = bench.run([(gen, args)] * procs)
+    results, win = bench.run([(gen, args)] * procs, fresh_cache=True)
     row = build(NAME, label, kind, results, win)
     row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
     errors = sum(int(r.get("errors", 0)) for r in results)
@@ -154,7 +154,7 @@ def _schema(bench: Bench, mode: Mode, plain_topic: str, raw: Row) -> list[Row]:
                     "seconds": mode.publish_seconds,
                     "data": data,
                 }
-                results, win = bench.run([(publish.gw_publish, args)] * case.procs)
+                results, win = bench.run([(publish.gw_publish, args)] * case.procs, fresh_cache=True)
                 label = f"Publish batch={case.batch} of {len(data)} B Avro, {kind} topic"
                 runs[kind].append(build(NAME, label, "gateway", results, win))
         finally:
@@ -184,7 +184,7 @@ def _rest(bench: Bench, mode: Mode, topic: str, raw: Row, rows: list[Row]) -> li
         "window": 2,
         "seconds": mode.publish_seconds,
     }
-    results, win = bench.run([(publish.rest_publish, args)] * procs)
+    results, win = bench.run([(publish.rest_publish, args)] * procs, fresh_cache=True)
     row = build(NAME, f"REST publish batch=100, {procs} proc x 2 in flight", "gateway", results, win)
     row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
     if grpc_row is not None:
