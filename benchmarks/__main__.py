@@ -46,6 +46,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--scenarios", help="comma-separated subset (default: all; with --quick all but goclient)"
     )
+    parser.add_argument(
+        "--keep-page-cache",
+        action="store_true",
+        help="never empty the machine's page cache (as root, the publish scenario empties it "
+        "before each of its runs: docs/benchmarks.md says why)",
+    )
     args = parser.parse_args(argv)
     if args.scenarios is None:
         args.scenarios = ",".join(s for s in SCENARIOS if not (args.quick and s in QUICK_SKIPS))
@@ -102,7 +108,14 @@ def main(argv: list[str] | None = None) -> int:
         processes.kafka_broker(args.kafka_bootstrap) as (bootstrap, kafka_pid, kafka_version),
         tempfile.TemporaryDirectory(prefix="bench-logs-") as logs,
     ):
-        bench = harness.Bench(bootstrap, kafka_pid, Path(logs), WORKERS, shlex.split(args.gateway_args))
+        bench = harness.Bench(
+            bootstrap,
+            kafka_pid,
+            Path(logs),
+            WORKERS,
+            shlex.split(args.gateway_args),
+            empty_cache=not args.keep_page_cache,
+        )
         try:
             bench.start_gateway()
             done, errors = run_all(bench, mode, chosen)

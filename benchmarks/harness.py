@@ -66,7 +66,9 @@ class Bench:
         log_dir: Path,
         workers: int,
         gateway_args: Sequence[str] = (),
+        empty_cache: bool = True,
     ) -> None:
+        """`empty_cache` False: runs that ask for an empty page cache (`run`) do not get one."""
         self.bootstrap = bootstrap
         self.gateway_args = list(gateway_args)
         self.kafka_pid = kafka_pid
@@ -75,7 +77,10 @@ class Bench:
         self.prefix = f"bench{self.uid}"
         self.gateways: list[GatewayProc] = []
         self.workers = workers
-        self.cache_drops = {"done": 0, "refused": 0}  # runs asked to start on an empty page cache
+        self.empty_cache = empty_cache
+        # Runs that asked to start on an empty page cache: emptied, refused (not root), or kept
+        # (--keep-page-cache).
+        self.cache_drops = {"done": 0, "refused": 0, "kept": 0}
         ctx = multiprocessing.get_context("spawn")
         self.counter = ctx.Value("q", 0)  # generators of one run count what they received here
         self.pool: multiprocessing.pool.Pool = ctx.Pool(
@@ -124,7 +129,9 @@ class Bench:
         # What earlier runs wrote is still going to disk (a raw producer's 8 s are ~2.5 GB): a
         # run that starts while the kernel writes that back pays for it. Each starts clean.
         os.sync()
-        if fresh_cache:
+        if fresh_cache and not self.empty_cache:
+            self.cache_drops["kept"] += 1
+        elif fresh_cache:
             self.cache_drops["done" if drop_page_cache() else "refused"] += 1
         start_at = time.time() + lead
         pending = [self.pool.apply_async(_call, (fn, {**args, "start_at": start_at})) for fn, args in tasks]
