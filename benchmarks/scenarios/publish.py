@@ -184,12 +184,8 @@ def _rest(bench: Bench, mode: Mode, topic: str, raw: Row, rows: list[Row]) -> li
         "window": 2,
         "seconds": mode.publish_seconds,
     }
-    results, win = bench.run([(publish.rest_publish, args)] * procs, fresh_cache=True)
-    row = build(NAME, f"REST publish batch=100, {procs} proc x 2 in flight", "gateway", results, win)
-    row.ratio = ratio(row.msgs_per_s, raw.msgs_per_s)
+    label = f"REST publish batch=100, {procs} proc x 2 in flight"
+    row = _row(bench, label, "gateway", publish.rest_publish, args, procs, raw)
     if grpc_row is not None:
         row.extra["vs_grpc_batch_100"] = round(row.msgs_per_s / grpc_row.msgs_per_s, 3)
-    errors = sum(int(r.get("errors", 0)) for r in results)
-    if errors:
-        row.extra["errors"] = errors
     return [row]
