@@ -42,9 +42,9 @@ TxnRecord = tuple[str, int | None, bytes | None, bytes | None, Headers | None]  
 
 
 class _Batch:
-    """Collects the delivery reports of one batch and resolves one future when all are in."""
+    """Collects the delivery reports of one call and resolves one future when all are in."""
 
-    __slots__ = ("error", "error_topic", "future", "loop", "pending", "results")
+    __slots__ = ("error", "error_topic", "future", "loop", "pending", "results", "runs")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, n: int) -> None:
         self.loop = loop
@@ -53,26 +53,71 @@ class _Batch:
         self.pending = n
         self.error: confluent_kafka.KafkaError | None = None
         self.error_topic: str | None = None
+        self.runs: list[_Run] = []
 
     def callback(self, index: int) -> DeliveryCallback:
+        """The delivery report of record `index` alone."""
+
         def on_delivery(err: confluent_kafka.KafkaError | None, msg: confluent_kafka.Message) -> None:
             if err is not None and self.error is None:
                 self.error, self.error_topic = err, msg.topic()
             else:
                 self.results[index] = (msg.partition() or 0, msg.offset() or 0)
-            self.pending -= 1
-            if self.pending == 0:
-                self.loop.call_soon_threadsafe(self._resolve)
+            self._done()
 
         return on_delivery
+
+    def run(self, start: int, partition: int) -> DeliveryCallback:
+        """One callback for the delivery reports of a run of records, `start` on, all queued to
+        `partition` in order (see _Run)."""
+        run = _Run(self, start, partition)
+        self.runs.append(run)
+        return run.on_delivery
+
+    def _done(self) -> None:
+        self.pending -= 1
+        if self.pending == 0:
+            self.loop.call_soon_threadsafe(self._resolve)
 
     def _resolve(self) -> None:
         if self.future.done():
             return
         if self.error is not None:
             self.future.set_exception(_translate(self.error, self.error_topic))
+            return
+        for run in self.runs:
+            run.place(self.results)
+        self.future.set_result(self.results)
+
+
+class _Run:
+    """The delivery reports of records queued, in order, to one partition by an idempotent
+    producer. Such a producer writes a partition's records in the order they were queued (its
+    sequence numbers let the broker refuse any other order, retries included), so the k-th
+    record of the run has the k-th lowest offset of the run, in whatever order the reports
+    arrive: a report is matched to its record without a callback object per record."""
+
+    __slots__ = ("batch", "offsets", "partition", "start")
+
+    def __init__(self, batch: _Batch, start: int, partition: int) -> None:
+        self.batch = batch
+        self.start = start
+        self.partition = partition
+        self.offsets: list[int] = []
+
+    def on_delivery(self, err: confluent_kafka.KafkaError | None, msg: confluent_kafka.Message) -> None:
+        batch = self.batch
+        if err is not None:
+            if batch.error is None:
+                batch.error, batch.error_topic = err, msg.topic()
         else:
-            self.future.set_result(self.results)
+            self.offsets.append(msg.offset() or 0)
+        batch._done()
+
+    def place(self, results: list[tuple[int, int]]) -> None:
+        p, start = self.partition, self.start
+        for k, offset in enumerate(sorted(self.offsets)):
+            results[start + k] = (p, offset)
 
 
 def _translate(
@@ -104,17 +149,23 @@ def _translate(
 
 
 async def _queue_run(
-    producer: confluent_kafka.Producer, topic: str, run: list[dict[str, Any]], partition: int
+    producer: confluent_kafka.Producer,
+    topic: str,
+    run: list[dict[str, Any]],
+    partition: int,
+    on_delivery: DeliveryCallback | None = None,
 ) -> None:
-    """Queue `run` (produce_batch's message dicts) to `partition` (-1: the partitioner decides).
+    """Queue `run` (produce_batch's message dicts) to `partition` (-1: the partitioner decides),
+    with `on_delivery` for the records that name no callback of their own.
 
     produce_batch does not raise when the local queue is full: it marks the messages it could
     not queue with `_error`, and once one was refused for a full queue every later one is too,
     so what went in is a prefix and the rest is retried in order when there is room. Any other
     refusal fails the call, as produce() raising does."""
+    extra = {} if on_delivery is None else {"on_delivery": on_delivery}
     while True:
         try:
-            queued = producer.produce_batch(topic, run, partition=partition)
+            queued = producer.produce_batch(topic, run, partition=partition, **extra)
         except confluent_kafka.KafkaException as exc:
             raise _translate(exc.args[0], topic) from exc
         if queued == len(run):
@@ -127,6 +178,11 @@ async def _queue_run(
             del m["_error"]
         run = rest
         await asyncio.sleep(0.005)  # let the poll thread drain the queue
+
+
+def _is_on(value: object) -> bool:
+    """A librdkafka boolean setting, given as a bool or as librdkafka's strings."""
+    return value is True or str(value).lower() in ("true", "1")
 
 
 class Producer:
@@ -150,6 +206,9 @@ class Producer:
                 "delivery.timeout.ms": 30_000,
             },
         )
+        # Whether a partition's records are written in the order they were queued, whatever
+        # the retries (the user's configuration may turn idempotence off).
+        self._ordered = _is_on(self._config["enable.idempotence"])
         self._producer: confluent_kafka.Producer | None = None
         self._thread: threading.Thread | None = None
         self._running = False
@@ -215,15 +274,16 @@ class Producer:
         # argument parse per run); a run ends where a record has headers, which produce_batch
         # drops, or goes to another partition. Records are queued in the caller's order.
         run: list[dict[str, Any]] = []
-        run_partition = target
+        start, run_partition = 0, target
         for i, (key, value, headers) in enumerate(records):
             to = keyless if key is None and keyless >= 0 else target
             if run and (headers is not None or to != run_partition):
-                await _queue_run(producer, topic, run, run_partition)
+                await self._queue(batch, topic, run, start, run_partition)
                 run = []
             if headers is None:
-                run_partition = to
-                run.append({"key": key, "value": value, "callback": batch.callback(i)})
+                if not run:
+                    start, run_partition = i, to
+                run.append({"key": key, "value": value})
                 continue
             while True:
                 try:
@@ -241,7 +301,7 @@ class Producer:
                 except confluent_kafka.KafkaException as exc:
                     raise _translate(exc.args[0], topic) from exc
         if run:
-            await _queue_run(producer, topic, run, run_partition)
+            await self._queue(batch, topic, run, start, run_partition)
         if keyless < 0:  # only the picks need to know which partitions are slow
             return await batch.future
         call, where = next(self._calls), (topic, keyless)
@@ -253,6 +313,21 @@ class Producer:
             del calls[call]
             if not calls:
                 del self._writing[where]
+
+    async def _queue(
+        self, batch: _Batch, topic: str, run: list[dict[str, Any]], start: int, partition: int
+    ) -> None:
+        """Queue a run of records, `start` on in the call, to `partition` (-1: the partitioner
+        decides). A run to one partition of an idempotent producer shares one callback (_Run);
+        otherwise each record gets its own."""
+        producer = self._producer
+        assert producer is not None
+        if partition >= 0 and self._ordered:
+            await _queue_run(producer, topic, run, partition, batch.run(start, partition))
+            return
+        for k, m in enumerate(run):
+            m["callback"] = batch.callback(start + k)
+        await _queue_run(producer, topic, run, partition)
 
     def _slow(self, topic: str, partition: int, now: float) -> bool:
         calls = self._writing.get((topic, partition))
