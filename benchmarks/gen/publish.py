@@ -65,11 +65,19 @@ def raw_fill(args: dict[str, Any]) -> dict[str, Any]:
 def raw_runs(args: dict[str, Any]) -> dict[str, Any]:
     """The gateway's Publish pattern straight to Kafka, to tell its own cost from the pattern's:
     runs of `batch` records, each to one partition picked at random (as the gateway puts a
-    Publish without ordering keys), its producer's linger, `window` runs in flight, the next
-    queued once the oldest is confirmed whole."""
-    from gateway.kafka.producer import LINGER_MS
+    Publish without ordering keys), its producer's linger and batch limits, `window` runs in
+    flight, the next queued once the oldest is confirmed whole."""
+    from gateway.kafka.producer import BATCH_BYTES, BATCH_RECORDS, LINGER_MS
 
-    producer = make_producer(args["bootstrap"], **{"linger.ms": LINGER_MS})
+    # message.max.bytes caps librdkafka's batches too: the gateway raises it, so its batch.size
+    # is the cap
+    same = {
+        "linger.ms": LINGER_MS,
+        "batch.size": BATCH_BYTES,
+        "batch.num.messages": BATCH_RECORDS,
+        "message.max.bytes": 12_000_000,
+    }
+    producer = make_producer(args["bootstrap"], **same)
     topic, batch = args["topic"], args["batch"]
     value = args.get("data") or payload(0.0)
     parts = len(producer.list_topics(topic, timeout=30).topics[topic].partitions)
