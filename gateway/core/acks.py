@@ -49,23 +49,39 @@ EXACTLY_ONCE_PATIENCE_SECONDS = 15.0
 HOLD_MS = 20_000
 
 
+# One sequence for every LogWriter of the process: a subscription's runner stopped and started
+# again writes under the same writer id, and must not write a key its earlier one wrote (a key
+# not yet folded would lose its command to compaction).
+_SEQ = itertools.count()
+
+
 class LogWriter:
-    """Writes commands to a subscription's lease/ack log, with keys unique to this process."""
+    """Writes commands to a subscription's lease/ack log, with keys unique to this process.
+
+    `writing` holds the keys of commands written through it that this process applies itself,
+    from before they are sent until the runner folds them (SubscriptionRunner.apply_local,
+    fold, record_leases): the runner's log reader leaves them to the writer rather than apply
+    them a second time when it reads them back first. A write that fails lets go of its keys."""
 
     def __init__(self, producer: Producer, log_topic: str, writer_id: str) -> None:
         self._producer = producer
         self.topic = log_topic
         self._writer = writer_id
-        self._seq = itertools.count()
+        self.writing: set[bytes] = set()
 
     def key(self, partition: int) -> bytes:
-        return logformat.command_key(partition, self._writer, next(self._seq))
+        return logformat.command_key(partition, self._writer, next(_SEQ))
 
     async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
         """Write commands durably; returns (key, log offset) of each."""
         keys = [self.key(partition) for _ in cmds]
         records = [(k, logformat.encode(c), None) for k, c in zip(keys, cmds, strict=True)]
-        done = await self._producer.send(self.topic, records, partition=partition)
+        self.writing.update(keys)
+        try:
+            done = await self._producer.send(self.topic, records, partition=partition)
+        except BaseException:
+            self.writing.difference_update(keys)
+            raise
         return [(k, off) for k, (_, off) in zip(keys, done, strict=True)]
 
 

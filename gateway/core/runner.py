@@ -16,7 +16,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gateway.clock import now_ms, within
@@ -107,6 +107,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.states: dict[int, PartitionState[Record]] = {}
         self._folded: dict[int, set[bytes]] = {}
         self._log_applied: dict[int, int] = {}  # partition -> log offset applied up to
+        # Commands the log reader met while this process was still writing them, left to their
+        # writer here: (log offset, key, value) in log order (see `_settle_deferred`).
+        self._deferred: dict[int, list[tuple[int, bytes, bytes]]] = {}
         self.ready = asyncio.Event()
         self.last_used = time.monotonic()  # a Pull or stream asked for messages (touch)
         self.last_taken = 0.0  # messages were leased to a client (take)
@@ -229,6 +232,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.states[p] = state
         self._folded[p] = folded
         self._log_applied[p] = log_end
+        self._deferred.pop(p, None)
         self._log_reader.report_progress({(self.writer.topic, p): log_end})
         state.dirty = True
 
@@ -281,9 +285,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             sender = self._dead_letter_senders.pop(p, None)
             if sender is not None:
                 await sender.close()
+            if p in self.states:
+                self._settle_deferred(p, now_ms())
+            log_applied = self._folded_below(p)
+            self._deferred.pop(p, None)
             state = self.states.pop(p, None)
             folded = self._folded.pop(p, set())
-            log_applied = self._log_applied.pop(p, -1)
+            self._log_applied.pop(p, None)
             if state is None or self._discard:
                 continue
             final[p] = state.watermark
@@ -349,7 +357,10 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def _apply_log(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
         now = now_ms()
+        for p in list(self._deferred):
+            self._settle_deferred(p, now)
         applied: dict[tuple[str, int], int] = {}
+        writing = self.writer.writing
         for topic, p, offset, key, value in batch:
             state = self.states.get(p)
             if state is None:
@@ -358,19 +369,52 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             applied[(topic, p)] = self._log_applied[p]
             if key is None or value is None or key in self._folded[p]:
                 continue  # a tombstone, or a command this process applied already
-            try:
-                cmd = logformat.decode(value)
-            except logformat.BadLogRecord:
-                log.exception("%s: skipping unreadable lease-log record %r", self.name, key)
+            if key in writing:  # read back before its write here ended: the writer applies it
+                self._deferred.setdefault(p, []).append((offset, key, value))
                 continue
-            if logformat.is_command_key(key):
-                state.apply(cmd, now)
-                self._folded[p].add(key)
-            elif isinstance(cmd, Checkpoint) and cmd.epoch > state.epoch:
-                self._adopt_seek(p, state, cmd, now)
+            self._apply_logged(p, state, key, value, now)
         self._after_change()
         if applied:
             self._log_reader.report_progress(applied)
+
+    def _apply_logged(
+        self, p: int, state: PartitionState[Record], key: bytes, value: bytes, now: int
+    ) -> None:
+        try:
+            cmd = logformat.decode(value)
+        except logformat.BadLogRecord:
+            log.exception("%s: skipping unreadable lease-log record %r", self.name, key)
+            return
+        if logformat.is_command_key(key):
+            state.apply(cmd, now)
+            self._folded[p].add(key)
+        elif isinstance(cmd, Checkpoint) and cmd.epoch > state.epoch:
+            self._adopt_seek(p, state, cmd, now)
+
+    def _settle_deferred(self, p: int, now: int) -> None:
+        """Commands read back while this process wrote them: done with once their writer has
+        applied them (folded); applied now if the write ended without (it failed, as far as the
+        writer knows, yet is in the log); else left for later."""
+        deferred = self._deferred.pop(p, None)
+        state = self.states.get(p)
+        if not deferred or state is None:
+            return
+        folded, writing = self._folded[p], self.writer.writing
+        left = []
+        for offset, key, value in deferred:
+            if key in writing:
+                left.append((offset, key, value))
+            elif key not in folded:
+                self._apply_logged(p, state, key, value, now)
+        if left:
+            self._deferred[p] = left
+
+    def _folded_below(self, p: int) -> int:
+        """The log offset below which every command is applied here (a checkpoint's
+        `log_offset`): where the reader is, or the first command it left to its writer."""
+        deferred = self._deferred.get(p)
+        applied = self._log_applied.get(p, -1)
+        return min(applied, deferred[0][0]) if deferred else applied
 
     def _adopt_seek(self, p: int, state: PartitionState[Record], cp: Checkpoint, now: int) -> None:
         """A seek wrote a checkpoint of a new epoch: start over from it."""
@@ -400,8 +444,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         state = self.states.get(p)
         if state is not None:
             state.apply(cmd, now_ms())
-            if key is not None:
-                self._folded[p].add(key)
+        if key is not None:
+            self._claim(p, (key,))
         if settles and self.settle_listeners:
             offsets = _offsets_of(cmd)
             for listener in list(self.settle_listeners):
@@ -410,9 +454,16 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     def fold(self, p: int, key: bytes) -> None:
         """A command applied here before its write ended is in the log now: its key is
         tombstoned with the next checkpoint, and the log reader skips it."""
+        self._claim(p, (key,))
+
+    def _claim(self, p: int, keys: Iterable[bytes]) -> None:
+        """Commands this process wrote are in the log and applied here: their keys are
+        tombstoned with the next checkpoint, and the log reader skips them."""
+        keys = tuple(keys)
         folded = self._folded.get(p)
         if folded is not None:
-            folded.add(key)
+            folded.update(keys)
+        self.writer.writing.difference_update(keys)
 
     def _after_change(self) -> None:
         self._update_wants()
@@ -487,8 +538,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                     state.release(by_partition[p])
                 continue
             durable.add(p)
-            if state is not None:
-                self._folded[p].update(k for k, _ in write.result())
+            self._claim(p, (k for k, _ in write.result()))
         if len(durable) < len(writes):
             self._after_change()
         if not durable and failed is not None:
@@ -501,8 +551,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         """A lease write given up on by its delivery has ended: the messages go back."""
         self._stalled.discard(p)
         state = self.states.get(p)
-        if not write.cancelled() and write.exception() is None and state is not None:
-            self._folded[p].update(k for k, _ in write.result())  # in the log: not to re-apply
+        if not write.cancelled() and write.exception() is None:
+            self._claim(p, (k for k, _ in write.result()))  # in the log: not to re-apply
         if state is not None:
             state.release(entries)
         self._after_change()
@@ -708,7 +758,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     async def _checkpoint_logged(self, p: int, state: PartitionState[Record]) -> None:
         try:
-            await self._checkpoint(p, state, self._folded.get(p, set()), self._log_applied.get(p, -1))
+            self._settle_deferred(p, now_ms())
+            await self._checkpoint(p, state, self._folded.get(p, set()), self._folded_below(p))
         except Exception as exc:  # noqa: BLE001 - retried next round; the loop must live
             log.warning("%s: checkpoint of partition %d failed: %s", self.name, p, exc)
 

@@ -13,6 +13,7 @@ import pytest
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway.core.runner import Delivery
 from gateway.errors import AckIdsFailed, AlreadyExists, InvalidArgument, NotFound
+from gateway.leases.commands import Ack, Command, SetDeadline
 from gateway.translate.limits import OutgoingMessage
 from gateway.translate.records import message_id
 from tests.inprocess.conftest import InProcessGateway, settings_for
@@ -223,3 +224,51 @@ def test_an_exactly_once_ack_of_a_replaced_lease_fails_by_id(gw: InProcessGatewa
     assert failed.value.failures[fresh.ack_id].startswith("TRANSIENT_")
     gw.run(gw.gateway.delivery.acknowledge(sub, [fresh.ack_id]))  # the retry alone succeeds
     assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
+
+
+def test_a_command_read_back_while_its_writer_is_still_at_it_is_applied_by_the_writer(
+    gw: InProcessGateway, names: Names
+) -> None:
+    """The log reader can meet a command this process wrote before the write's own caller has
+    applied it. It leaves the command to that caller (applied once, not twice), and until then
+    no checkpoint claims to hold it (`log_offset`, which Spark starts from, stays below it). A
+    command whose write failed here, yet is in the log, the reader applies after all."""
+    topic, sub = _setup(gw, names, ack_deadline_seconds=60)
+    _publish(gw, topic, ["a", "b"], key="one partition")
+    first, second = sorted(_pull_all(gw, sub, 2), key=lambda d: d.record.value)
+    runner = gw.gateway.delivery._runners[sub]  # no public view of its states or its log reader
+    p = first.record.partition
+    assert second.record.partition == p
+
+    async def write(cmd: Command) -> tuple[bytes, int]:
+        [(key, at)] = await runner.writer.write(p, [cmd])  # as AckPath does, before it applies
+        return key, at
+
+    def read_back(at: int) -> None:
+        deadline = time.monotonic() + 20
+        while runner._log_applied.get(p, 0) <= at:  # (a dict read from this thread: atomic)
+            assert time.monotonic() < deadline, f"offset {at} of the log not read back"
+            time.sleep(0.05)
+
+    def later_command() -> None:
+        """A command written and applied after: reading it back settles what was left."""
+        cmd = SetDeadline(p, ((10**9, 1),), 0, runner.states[p].epoch)  # of no lease: no effect
+        key, at = gw.run(write(cmd))
+        runner.apply_local(p, cmd, key)
+        read_back(at)
+
+    for d, failed in ((first, False), (second, True)):
+        offset = d.record.offset
+        ack = Ack(p, ((offset, offset + 1),), runner.states[p].epoch)
+        key, at = gw.run(write(ack))
+        read_back(at)
+        assert not runner.states[p].is_acked(offset)  # left to the writer
+        assert runner._folded_below(p) <= at
+        if failed:
+            runner.writer.writing.discard(key)  # the write failed, as far as its caller knows
+        else:
+            runner.apply_local(p, ack, key, settles=True)
+            assert runner.states[p].is_acked(offset)
+        later_command()
+        assert runner.states[p].is_acked(offset)
+        assert runner._folded_below(p) > at and key not in runner.writer.writing
