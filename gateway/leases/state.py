@@ -81,7 +81,13 @@ class PartitionState(Generic[R]):
         self.dirty = False
         self._ready: list[int] = []
         self._ready_set: set[int] = set()
-        self._expiry: list[tuple[int, int, int]] = []  # (deadline_ms, offset, generation)
+        # When leases end: a heap of deadlines (ms), and the offsets leased until each. A lease
+        # that ends or moves leaves a stale entry, skipped where met (the lease's deadline is no
+        # longer that one) and dropped when they outnumber the leases (`_compact_expiry`).
+        # Bucketed: a delivery or a deadline change gives many leases one deadline at once.
+        self._expiry: list[int] = []
+        self._due: dict[int, list[int]] = {}
+        self._due_entries = 0  # offsets in _due, stale ones included
         self._key_leases: dict[bytes, set[int]] = {}  # ordering key -> its leased offsets
         self._deferred: dict[bytes, list[int]] = {}  # ordering key -> ready offsets held back
         self._delayed: list[tuple[int, int]] = []  # (due_ms, offset), backed off by the retry policy
@@ -103,18 +109,28 @@ class PartitionState(Generic[R]):
 
     def next_expiry(self) -> int | None:
         """When the next lease expires or the next backed-off message becomes due."""
-        if len(self._expiry) > 2 * len(self.leases) + STALE_SLACK:
+        if self._due_entries > 2 * len(self.leases) + STALE_SLACK:
             self._compact_expiry()
-        expiry, leases, provisional = self._expiry, self.leases, self._provisional
+        expiry, due, leases, provisional = self._expiry, self._due, self.leases, self._provisional
+        dropped = 0
         while expiry:
-            deadline, offset, gen = expiry[0]
-            if leases.get(offset) == (gen, deadline) and offset not in provisional:
+            deadline = expiry[0]
+            offsets = due[deadline]
+            while offsets:
+                lease = leases.get(offsets[-1])
+                if lease is not None and lease[1] == deadline and offsets[-1] not in provisional:
+                    break
+                offsets.pop()
+                dropped += 1
+            if offsets:
                 break
             heapq.heappop(expiry)
+            del due[deadline]
+        self._due_entries -= dropped
         if not self._delayed:
-            return expiry[0][0] if expiry else None
-        due = self._delayed[0][0]
-        return min(due, expiry[0][0]) if expiry else due
+            return expiry[0] if expiry else None
+        backed_off = self._delayed[0][0]
+        return min(backed_off, expiry[0]) if expiry else backed_off
 
     def take_dead(self) -> list[tuple[int, int, R]]:
         """Messages due for the dead-letter topic: (offset, deliveries, record), marked in flight."""
@@ -231,6 +247,9 @@ class PartitionState(Generic[R]):
         )
         key_of, dead, max_attempts = self.key_of, self._dead, self.max_attempts
         pay = budget.pay if budget is not None else None
+        if self._due_entries > 2 * len(leases) + STALE_SLACK:
+            self._compact_expiry()
+        expiring = self._due_at(deadline_ms).append  # every lease of the take ends then: `_lease`
         while ready and len(out) < n:
             offset = heapq.heappop(ready)
             ready_set.discard(offset)
@@ -252,8 +271,12 @@ class PartitionState(Generic[R]):
                 batch_keys.add(key)
             gen = attempts.get(offset, 0) + 1
             attempts[offset] = gen
-            self._lease(offset, gen, deadline_ms)
+            leases[offset] = (gen, deadline_ms)
+            expiring(offset)
+            if key is not None:
+                self._key_leases.setdefault(key, set()).add(offset)
             out.append((offset, gen, record))
+        self._due_entries += len(out)
         if out:
             self.dirty = True
         return out
@@ -270,11 +293,16 @@ class PartitionState(Generic[R]):
     def expire(self, now_ms: int) -> int:
         """Release every lease whose deadline has passed; returns how many."""
         n = 0
-        while self._expiry and self._expiry[0][0] <= now_ms:
-            deadline, offset, gen = heapq.heappop(self._expiry)
-            if self.leases.get(offset) == (gen, deadline) and offset not in self._provisional:
-                self._release(offset, now_ms)
-                n += 1
+        expiry, leases = self._expiry, self.leases
+        while expiry and expiry[0] <= now_ms:
+            deadline = heapq.heappop(expiry)
+            offsets = self._due.pop(deadline)
+            self._due_entries -= len(offsets)
+            for offset in sorted(set(offsets)):  # in offset order, as ordered delivery needs
+                lease = leases.get(offset)
+                if lease is not None and lease[1] == deadline and offset not in self._provisional:
+                    self._release(offset, now_ms)
+                    n += 1
         if n and self.on_expired is not None:
             self.on_expired(n)
         return n
@@ -346,7 +374,8 @@ class PartitionState(Generic[R]):
         if offset in self._provisional:
             self._provisional.discard(offset)
             if (lease := self.leases.get(offset)) is not None:
-                heapq.heappush(self._expiry, (lease[1], offset, lease[0]))
+                self._due_at(lease[1]).append(offset)
+                self._due_entries += 1
 
     # -- commands --------------------------------------------------------------------------
 
@@ -444,21 +473,39 @@ class PartitionState(Generic[R]):
         return None if record is None else self.key_of(record)
 
     def _lease(self, offset: int, gen: int, deadline_ms: int) -> None:
-        if len(self._expiry) > 2 * len(self.leases) + STALE_SLACK:
+        if self._due_entries > 2 * len(self.leases) + STALE_SLACK:
             self._compact_expiry()
         self.leases[offset] = (gen, deadline_ms)
-        heapq.heappush(self._expiry, (deadline_ms, offset, gen))
+        self._due_at(deadline_ms).append(offset)
+        self._due_entries += 1
         if self.key_of is not None and (key := self._key(offset)) is not None:
             self._key_leases.setdefault(key, set()).add(offset)
+
+    def _due_at(self, deadline_ms: int) -> list[int]:
+        """The offsets leased until `deadline_ms`, to add to (counted in `_due_entries`)."""
+        offsets = self._due.get(deadline_ms)
+        if offsets is None:
+            self._due[deadline_ms] = offsets = []
+            heapq.heappush(self._expiry, deadline_ms)
+        return offsets
 
     def _compact_expiry(self) -> None:
         """Rebuild the expiry queue from the leases. Its entries go stale when a lease ends or
         moves (acks, deadline changes: two or more per message), and each stale entry would
-        otherwise be popped one by one when it comes to the front, long after; a rebuild once
+        otherwise be dropped one by one when it comes to the front, long after; a rebuild once
         they outnumber the leases costs less per entry."""
         provisional = self._provisional
-        self._expiry = [(d, o, g) for o, (g, d) in self.leases.items() if o not in provisional]
+        due: dict[int, list[int]] = {}
+        for offset, (_, deadline) in self.leases.items():
+            if offset not in provisional:
+                offsets = due.get(deadline)
+                if offsets is None:
+                    due[deadline] = offsets = []
+                offsets.append(offset)
+        self._due = due
+        self._expiry = list(due)
         heapq.heapify(self._expiry)
+        self._due_entries = sum(map(len, due.values()))
 
     def _release(self, offset: int, now_ms: int | None = None) -> None:
         """End a lease. With now_ms the delivery failed (nack, expiry): the retry and
