@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from gateway.core.resources import StoredSubscription
 
 HEARTBEAT_SECONDS = 1.0  # how often an idle stream checks for pings to answer
+# How often a full stream looks through all it holds for deliveries that ended without a word to
+# it (`_prune`) when woken by an ack; woken by the clock (a lease may have expired), it always
+# looks. Acks end deliveries with a word (`_settled`), and a look costs one check per message
+# held: thousands, at every ack while the client keeps the stream full.
+PRUNE_SECONDS = 0.25
 CHUNK = 100
 Confirmation = tuple[str, list[str], dict[str, str]]  # ("ack" | "modack", ids, failures by id)
 
@@ -75,6 +80,7 @@ class StreamSession:
         self._confirming = res.proto.enable_exactly_once_delivery
         self._closed: GatewayError | None = None
         self._ends_at = time.monotonic() + max_age
+        self._prune_after = 0.0  # (monotonic) when a full stream looks again: see PRUNE_SECONDS
         runner.settle_listeners.add(self._settled)
 
     # -- control from the request side -----------------------------------------------------
@@ -130,7 +136,8 @@ class StreamSession:
     # -- the response side -------------------------------------------------------------------
 
     def _room(self) -> int:
-        if self._count >= self._max_messages or self._bytes >= self._max_bytes:
+        full = self._count >= self._max_messages or self._bytes >= self._max_bytes
+        if full and time.monotonic() >= self._prune_after:
             self._prune()
         if self._bytes >= self._max_bytes:
             return 0
@@ -138,6 +145,7 @@ class StreamSession:
 
     def _prune(self) -> None:
         """Forget deliveries that ended without a word to us (expired, acked elsewhere)."""
+        self._prune_after = time.monotonic() + PRUNE_SECONDS
         leased = self._runner.leased
         for p, mine in self._outstanding.items():
             for offset in [o for o in mine if not leased(p, o)]:
@@ -218,7 +226,9 @@ class StreamSession:
         if expiry is not None:
             timeout = min(timeout, max(0.001, (expiry - now_ms()) / 1000 + 0.001))
         try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:  # the clock: a lease may have expired, a full stream looks at once
+                self._prune_after = 0.0
         finally:
             for w in waits:
                 w.cancel()

@@ -173,6 +173,39 @@ def test_a_stream_counts_a_message_it_gets_again_once(gw: InProcessGateway, name
     assert sorted(d.record.value for d in later) == [b"c", b"d", b"e"]
 
 
+def test_a_full_stream_gets_its_expired_messages_back_when_they_expire(
+    gw: InProcessGateway, names: Names
+) -> None:
+    """A stream at its outstanding limit looks for deliveries that ended unheard (here: leases
+    that ran out) when the clock wakes it, not only every PRUNE_SECONDS: the messages come
+    back on it as their leases end, not a heartbeat or more later."""
+    topic, sub = _setup(gw, names, ack_deadline_seconds=10)
+    _publish(gw, topic, ["a", "b"])
+    delivery = gw.gateway.delivery
+
+    async def read() -> tuple[list[Delivery], list[Delivery], float]:
+        session = await delivery.open_stream(sub, 10, 2, 0)  # full with both out
+        batches = session.batches()
+        try:
+            first: list[Delivery] = []
+            while len(first) < 2:
+                first += (await asyncio.wait_for(anext(batches), 20)).deliveries
+            out_at = time.monotonic()
+            again: list[Delivery] = []
+            while len(again) < 2:
+                again += (await asyncio.wait_for(anext(batches), 30)).deliveries
+            waited = time.monotonic() - out_at
+        finally:
+            await batches.aclose()
+            session.release()
+        await delivery.acknowledge(sub, [d.ack_id for d in again])
+        return first, again, waited
+
+    first, again, waited = gw.run(read())
+    assert sorted(d.record.value for d in again) == [b"a", b"b"] == sorted(d.record.value for d in first)
+    assert 9.5 <= waited < 11.5, f"back after {waited:.1f} s, for leases of 10 s"
+
+
 def test_ordered_delivery_holds_a_key_until_its_message_is_acked(gw: InProcessGateway, names: Names) -> None:
     topic, sub = _setup(gw, names, enable_message_ordering=True, ack_deadline_seconds=60)
     _publish(gw, topic, [f"k{i}" for i in range(5)], key="key-a")
