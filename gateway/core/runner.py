@@ -70,6 +70,9 @@ class Delivery(NamedTuple):  # a tuple: one per delivered message
     attempt: int  # delivery_attempt as the API reports it: 0 without a dead-letter policy
 
 
+_new_delivery = functools.partial(tuple.__new__, Delivery)  # Delivery((...)) without its frame
+
+
 class SubscriptionRunner(kafka_consumer.FetchListener):
     def __init__(
         self,
@@ -570,7 +573,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.tally.on_delivered(taken, now_ms())
         tag = ackids.subscription_tag(res.name, res.meta.uid)
         counted = res.proto.HasField("dead_letter_policy")
-        return [Delivery(ackids.encode(tag, p, o, g), r, g if counted else 0) for p, o, g, r in taken]
+        encode = ackids.encode
+        return [_new_delivery((encode(tag, p, o, g), r, g if counted else 0)) for p, o, g, r in taken]
 
     # -- the leases, as the ack path judges them (gateway/core/acks.py) --------------------
 

@@ -14,7 +14,8 @@ tally of their own, labelled with their name; every later one shares one tally l
 from __future__ import annotations
 
 import bisect
-import functools
+import collections
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, TypeVar
 
@@ -95,19 +96,16 @@ class Tally:
 
     def on_acked(self, refs: Iterable[tuple[int, int]], now_ms: int) -> None:
         """Acks the owner accepted, (partition, offset) each: counted, and timed when their
-        delivery was."""
-        pop = self.sent_ms.pop
-        buckets = self.ack_latency_buckets
-        bucket_of = functools.partial(bisect.bisect_left, ACK_LATENCY_BOUNDS_MS)
-        n = total = 0
-        for ref in refs:
-            n += 1
-            at = pop(ref, None)
+        delivery was. The messages of one delivery share its time: each time is placed in a
+        bucket once."""
+        delivered = list(map(self.sent_ms.pop, refs, itertools.repeat(None)))
+        self.acked += len(delivered)
+        buckets, total = self.ack_latency_buckets, 0
+        for at, n in collections.Counter(delivered).items():
             if at is not None:
                 ms = now_ms - at
-                total += ms
-                buckets[bucket_of(ms)] += 1
-        self.acked += n
+                total += ms * n
+                buckets[bisect.bisect_left(ACK_LATENCY_BOUNDS_MS, ms)] += n
         self.ack_latency_sum_ms += total
 
     def on_nacked(self, refs: Iterable[tuple[int, int]]) -> None:

@@ -7,6 +7,7 @@ only when the caller says so: only what is acknowledged moves a group's committe
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -57,15 +58,21 @@ def _refusal(msg: confluent_kafka.Message, what: str, *needs: Need) -> Permissio
     return denial(what, err, needs)
 
 
+# Record((...)) without the Python frame of a named tuple's __new__: one per fetched record.
+_new_record = functools.partial(tuple.__new__, Record)
+
+
 def to_record(msg: confluent_kafka.Message) -> Record:
     headers = msg.headers()
-    return Record(  # partition, offset, timestamp_ms, key, value, headers (positional: hot path)
-        msg.partition() or 0,
-        msg.offset() or 0,
-        msg.timestamp()[1],
-        msg.key(),
-        msg.value(),
-        list(headers.items()) if isinstance(headers, dict) else headers,
+    return _new_record(  # partition, offset, timestamp_ms, key, value, headers
+        (
+            msg.partition() or 0,
+            msg.offset() or 0,
+            msg.timestamp()[1],
+            msg.key(),
+            msg.value(),
+            list(headers.items()) if isinstance(headers, dict) else headers,
+        )
     )
 
 
