@@ -35,6 +35,11 @@ class RangeSet:
         starts[i:j] = [new_start]
         ends[i:j] = [new_end]
 
+    @property
+    def end(self) -> int:
+        """One past the largest integer in the set (0 when empty): nothing from it on is in it."""
+        return self._ends[-1] if self._ends else 0
+
     def add_one(self, value: int) -> None:
         self.add(value, value + 1)
 
@@ -79,9 +84,15 @@ class RangeSet:
 def to_ranges(values: Iterable[int]) -> list[tuple[int, int]]:
     """Compress integers into sorted half-open ranges."""
     out: list[tuple[int, int]] = []
-    for v in sorted(set(values)):
-        if out and out[-1][1] == v:
-            out[-1] = (out[-1][0], v + 1)
-        else:
-            out.append((v, v + 1))
+    ordered = iter(sorted(set(values)))
+    first = next(ordered, None)
+    if first is None:
+        return out
+    start = end = first
+    for v in ordered:  # once per acked message: no tuple until a range ends
+        end += 1
+        if v != end:
+            out.append((start, end))
+            start = end = v
+    out.append((start, end + 1))
     return out

@@ -205,14 +205,17 @@ class PartitionState(Generic[R]):
 
     def add_records(self, records: Iterable[tuple[int, R]]) -> None:
         """Records fetched from Kafka, in offset order; gaps between them count as acked."""
+        acked = self.acked
+        acked_end = acked.end
         for offset, record in records:
             if offset < self.next_offset:
                 continue  # seen already (a re-fetch after a seek)
             if offset > self.next_offset:
-                self.acked.add(self.next_offset, offset)
+                acked.add(self.next_offset, offset)
+                acked_end = acked.end
             self.next_offset = offset + 1
-            if self.is_acked(offset):
-                continue
+            if offset < self.watermark or (offset < acked_end and offset in acked):
+                continue  # acked (the common case, a new offset, lies beyond every acked range)
             self.records[offset] = record
             if offset in self.leases or offset in self._waiting or offset in self._dead:
                 self._hold_key(self._key(offset), offset)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import operator
 import re
 from collections.abc import Sequence
 from typing import NamedTuple, NewType
@@ -61,6 +62,9 @@ _find_ack_ids = re.compile(
     r"^([0-9a-f]{8})-([0-9a-f]{1,8})-([0-9a-f]{1,16})-([0-9a-f]{1,8})$", re.MULTILINE
 ).findall
 _new_ref = functools.partial(tuple.__new__, AckRef)  # AckRef(...) without its Python frame
+# Partitions and generations are small: looked up, their hex parsed once here.
+_SMALL_HEX = {f"{n:x}": n for n in range(256)}
+_generation = operator.itemgetter(3)
 
 
 def decode_all(ack_ids: Sequence[str]) -> list[AckRef]:
@@ -72,10 +76,15 @@ def decode_all(ack_ids: Sequence[str]) -> list[AckRef]:
     found = _find_ack_ids(joined) if joined.count("\n") == len(ack_ids) - 1 else []
     if len(found) != len(ack_ids):
         return [decode(ack_id) for ack_id in ack_ids]  # raises for the first bad one
-    refs = [_new_ref((t, int(p, 16), int(o, 16), int(g, 16))) for t, p, o, g in found]
-    for ack_id, ref in zip(ack_ids, refs, strict=True):
-        if ref.generation < 1:
-            raise MalformedAckId(ack_id)
+    small = _SMALL_HEX
+    refs = [
+        _new_ref(
+            (t, small[p] if p in small else int(p, 16), int(o, 16), small[g] if g in small else int(g, 16))
+        )
+        for t, p, o, g in found
+    ]
+    if min(map(_generation, refs)) < 1:
+        raise MalformedAckId(next(a for a, ref in zip(ack_ids, refs, strict=True) if ref.generation < 1))
     return refs
 
 

@@ -68,6 +68,7 @@ def test_model(operations: list[tuple[str, int, int]]) -> None:
         else:
             assert rs.first_missing_from(a) == model_first_missing(model, a)
         check_invariants(rs, model)
+        assert rs.end == (max(model) + 1 if model else 0)
     for v in range(-2, 80):
         assert (v in rs) == (v in model)
         assert rs.first_missing_from(v) == model_first_missing(model, v)
