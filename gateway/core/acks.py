@@ -58,10 +58,11 @@ _SEQ = itertools.count()
 class LogWriter:
     """Writes commands to a subscription's lease/ack log, with keys unique to this process.
 
-    `writing` holds the keys of commands written through it that this process applies itself,
-    from before they are sent until the runner folds them (SubscriptionRunner.apply_local,
-    fold, record_leases): the runner's log reader leaves them to the writer rather than apply
-    them a second time when it reads them back first. A write that fails lets go of its keys."""
+    `writing` holds the keys of commands this process writes and applies itself, from before
+    they are sent until the runner folds them (SubscriptionRunner.apply_local, fold,
+    record_leases): the runner's log reader leaves them to the writer rather than apply them a
+    second time when it reads them back first. A write that fails lets go of its keys, and so
+    does a partition the runner takes on anew (its new state did not apply them)."""
 
     def __init__(self, producer: Producer, log_topic: str, writer_id: str) -> None:
         self._producer = producer

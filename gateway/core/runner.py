@@ -236,6 +236,10 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._folded[p] = folded
         self._log_applied[p] = log_end
         self._deferred.pop(p, None)
+        # Writes still under way from an earlier ownership applied their commands to a state
+        # that is gone: the reader applies them to this one.
+        prefix, writing = logformat.command_prefix(p), self.writer.writing
+        writing.difference_update([k for k in writing if k.startswith(prefix)])
         self._log_reader.report_progress({(self.writer.topic, p): log_end})
         state.dirty = True
 
@@ -461,12 +465,14 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     def _claim(self, p: int, keys: Iterable[bytes]) -> None:
         """Commands this process wrote are in the log and applied here: their keys are
-        tombstoned with the next checkpoint, and the log reader skips them."""
-        keys = tuple(keys)
+        tombstoned with the next checkpoint, and the log reader skips them. Only keys still
+        being written count: one the writer let go of (`_install`) is the reader's to apply."""
+        writing = self.writer.writing
+        mine = [k for k in keys if k in writing]
+        writing.difference_update(mine)
         folded = self._folded.get(p)
         if folded is not None:
-            folded.update(keys)
-        self.writer.writing.difference_update(keys)
+            folded.update(mine)
 
     def _after_change(self) -> None:
         self._update_wants()
@@ -677,12 +683,20 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             self._dead_letter_senders[p] = sender
         ack = Ack(p, tuple(to_ranges(o for o, _, _ in dead)), self._epoch(p))
         key = self.writer.key(p)
-        await sender.send(
-            [
-                *((target, None, r.key, r.value, dead_letter_headers(r, self.name, n)) for _, n, r in dead),
-                (self.writer.topic, p, key, logformat.encode(ack), None),
-            ]
-        )
+        self.writer.writing.add(key)  # as LogWriter.write does: applied here, not by the reader
+        try:
+            await sender.send(
+                [
+                    *(
+                        (target, None, r.key, r.value, dead_letter_headers(r, self.name, n))
+                        for _, n, r in dead
+                    ),
+                    (self.writer.topic, p, key, logformat.encode(ack), None),
+                ]
+            )
+        except BaseException:
+            self.writer.writing.discard(key)
+            raise
         self.apply_local(p, ack, key, settles=True)
         self.tally.on_dead_lettered((p, o) for o, _, _ in dead)
         log.info("%s: dead-lettered %d messages of partition %d", self.name, len(dead), p)

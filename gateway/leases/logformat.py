@@ -47,6 +47,11 @@ def command_key(partition: int, writer: str, seq: int) -> bytes:
     return f"e.{partition}.{writer}.{seq}".encode()
 
 
+def command_prefix(partition: int) -> bytes:
+    """What every command key of the partition starts with."""
+    return f"e.{partition}.".encode()
+
+
 def is_command_key(key: bytes) -> bool:
     return key.startswith(b"e.")
 

@@ -265,17 +265,21 @@ def test_a_command_read_back_while_its_writer_is_still_at_it_is_applied_by_the_w
     """The log reader can meet a command this process wrote before the write's own caller has
     applied it. It leaves the command to that caller (applied once, not twice), and until then
     no checkpoint claims to hold it (`log_offset`, which Spark starts from, stays below it). A
-    command whose write failed here, yet is in the log, the reader applies after all."""
+    command whose write failed here, yet is in the log, the reader applies after all; so it does
+    one whose partition was taken on anew while it was written (its new state did not apply it)."""
     topic, sub = _setup(gw, names, ack_deadline_seconds=60)
-    _publish(gw, topic, ["a", "b"], key="one partition")
-    first, second = sorted(_pull_all(gw, sub, 2), key=lambda d: d.record.value)
+    _publish(gw, topic, ["a", "b", "c"], key="one partition")
+    first, second, third = sorted(_pull_all(gw, sub, 3), key=lambda d: d.record.value)
     runner = gw.gateway.delivery._runners[sub]  # no public view of its states or its log reader
     p = first.record.partition
-    assert second.record.partition == p
+    assert second.record.partition == third.record.partition == p
 
     async def write(cmd: Command) -> tuple[bytes, int]:
         [(key, at)] = await runner.writer.write(p, [cmd])  # as AckPath does, before it applies
         return key, at
+
+    async def apply(cmd: Command, key: bytes) -> None:
+        runner.apply_local(p, cmd, key, settles=True)  # on the gateway's loop, as AckPath does
 
     def read_back(at: int) -> None:
         deadline = time.monotonic() + 20
@@ -287,7 +291,7 @@ def test_a_command_read_back_while_its_writer_is_still_at_it_is_applied_by_the_w
         """A command written and applied after: reading it back settles what was left."""
         cmd = SetDeadline(p, ((10**9, 1),), 0, runner.states[p].epoch)  # of no lease: no effect
         key, at = gw.run(write(cmd))
-        runner.apply_local(p, cmd, key)
+        gw.run(apply(cmd, key))
         read_back(at)
 
     for d, failed in ((first, False), (second, True)):
@@ -300,8 +304,24 @@ def test_a_command_read_back_while_its_writer_is_still_at_it_is_applied_by_the_w
         if failed:
             runner.writer.writing.discard(key)  # the write failed, as far as its caller knows
         else:
-            runner.apply_local(p, ack, key, settles=True)
+            gw.run(apply(ack, key))
             assert runner.states[p].is_acked(offset)
         later_command()
         assert runner.states[p].is_acked(offset)
         assert runner._folded_below(p) > at and key not in runner.writer.writing
+
+    offset = third.record.offset
+    ack = Ack(p, ((offset, offset + 1),), runner.states[p].epoch)
+
+    async def write_while_taken_on_anew() -> tuple[bytes, int]:
+        written = asyncio.ensure_future(write(ack))
+        await asyncio.sleep(0)  # sent: its key is being written
+        # Installed again, as on_assigned does, microseconds after: long before any reply.
+        await runner._install(p, runner.states[p], runner._folded[p], runner._log_applied[p])
+        return await written
+
+    key, at = gw.run(write_while_taken_on_anew())
+    read_back(at)
+    assert runner.states[p].is_acked(offset)  # the reader applied it
+    gw.run(apply(ack, key))  # the writer's late apply folds nothing of its own
+    assert key not in runner.writer.writing and runner._folded_below(p) > at
