@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import collections
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Generic, TypeVar
 
@@ -30,6 +31,8 @@ MAX_TIMED = 100_000
 # A delivery not acked within this long is no longer timed (it expired, was nacked elsewhere, or
 # its partition moved): its entry is dropped when the table is pruned.
 TIMED_FOR_MS = 3_600_000
+
+_partition_offset = operator.itemgetter(0, 1)
 
 # Push outcomes, as Cloud Monitoring's push_request_count labels them (response_class).
 PUSH_CLASSES = (
@@ -91,8 +94,7 @@ class Tally:
             self.prune(now_ms)
             if len(sent) >= MAX_TIMED:
                 return
-        for p, o, _, _ in taken:
-            sent[p, o] = now_ms
+        sent.update(zip(map(_partition_offset, taken), itertools.repeat(now_ms)))
 
     def on_acked(self, refs: Iterable[tuple[int, int]], now_ms: int) -> None:
         """Acks the owner accepted, (partition, offset) each: counted, and timed when their
