@@ -28,10 +28,9 @@ from gateway.leases import logformat
 from gateway.leases.commands import Ack, Command, SetDeadline
 from gateway.leases.ranges import to_ranges
 from gateway.translate import ackids
-from gateway.translate.ackids import AckRef
+from gateway.translate.ackids import Named
 
 log = logging.getLogger(__name__)
-Ref = tuple[str, AckRef]  # the ack id as the client sent it, and what it names
 # How long an ack or deadline change waits for its lease-log write before it answers: a write
 # waits for as long as its log partition has no leader (a dead broker led it, until the
 # controller notices: 9 s by default), and the official clients block their stream or their
@@ -95,7 +94,7 @@ class LeaseOwner(Protocol):
     def owns(self, p: int) -> bool: ...
 
     def judge(
-        self, p: int, entries: list[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
+        self, p: int, entries: Iterable[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
     ) -> list[bool | None]: ...
 
     def order_acks(self, p: int, offsets: list[int]) -> list[int]: ...
@@ -105,100 +104,95 @@ class LeaseOwner(Protocol):
     def fold(self, p: int, key: bytes) -> None: ...
 
 
-def parse(res: StoredSubscription, ack_ids: Sequence[str]) -> dict[int, list[Ref]]:
+def parse(res: StoredSubscription, ack_ids: Sequence[str]) -> dict[int, Named]:
     """Validate every ack id before anything is written; ids of another subscription skip."""
     if not ack_ids:
         raise InvalidArgument("No ack IDs given (ack_ids).")
-    tag = ackids.subscription_tag(res.name, res.meta.uid)
-    partitions = res.meta.partitions
-    out: dict[int, list[Ref]] = {}
     try:
-        decoded = ackids.decode_all(ack_ids)
+        out = ackids.by_partition(ack_ids, ackids.subscription_tag(res.name, res.meta.uid))
     except ackids.MalformedAckId as bad:
         raise InvalidArgument(f"Invalid ack ID: {str(bad)[:80]!r} (ack_ids).") from None
-    for ack_id, ref in zip(ack_ids, decoded, strict=True):
-        if ref.tag != tag:
-            continue
-        if not 0 <= ref.partition < partitions:
+    for p, named in out.items():  # (in the order of each partition's first id)
+        if not 0 <= p < res.meta.partitions:
             raise InvalidArgument(
-                f"Invalid ack ID: {ack_id[:80]!r} names no partition of {res.name} (ack_ids)."
+                f"Invalid ack ID: {named.ids[0][:80]!r} names no partition of {res.name} (ack_ids)."
             )
-        out.setdefault(ref.partition, []).append((ack_id, ref))
     return out
 
 
-def commands(refs: dict[int, list[Ref]], seconds: int | None, epoch: int) -> dict[int, Command]:
+def commands(refs: dict[int, Named], seconds: int | None, epoch: int) -> dict[int, Command]:
     """The log commands for acks (seconds None) or deadline changes of the given ids."""
     if seconds is None:
-        return {p: Ack(p, tuple(to_ranges(r.offset for _, r in rs)), epoch) for p, rs in refs.items() if rs}
+        return {p: Ack(p, tuple(to_ranges(n.offsets)), epoch) for p, n in refs.items() if n.ids}
     deadline = now_ms() + seconds * 1000
     return {
-        p: SetDeadline(p, tuple((r.offset, r.generation) for _, r in rs), deadline, epoch)
-        for p, rs in refs.items()
-        if rs
+        p: SetDeadline(p, tuple(zip(n.offsets, n.generations, strict=True)), deadline, epoch)
+        for p, n in refs.items()
+        if n.ids
     }
 
 
-def ordered_acks(runner: LeaseOwner | None, valid: dict[int, list[Ref]], epoch: int) -> dict[int, Command]:
+def ordered_acks(runner: LeaseOwner | None, valid: dict[int, Named], epoch: int) -> dict[int, Command]:
     """The ack commands of valid ids, in the order ordered delivery allows: an ack of a message
     whose key has an earlier one still out waits for it, with the owner (`order_acks`)."""
     if runner is None:
         return {}
     out: dict[int, Command] = {}
-    for p, rs in valid.items():
-        now = runner.order_acks(p, [r.offset for _, r in rs])
+    for p, named in valid.items():
+        now = runner.order_acks(p, named.offsets)
         if now:
             out[p] = Ack(p, tuple(to_ranges(now)), epoch)
     return out
 
 
-def split(
-    runner: LeaseOwner | None, refs: dict[int, list[Ref]]
-) -> tuple[dict[int, list[Ref]], dict[int, list[Ref]]]:
+def split(runner: LeaseOwner | None, refs: dict[int, Named]) -> tuple[dict[int, Named], dict[int, Named]]:
     """(ids of partitions this process owns, ids of the others)."""
-    local = {p: rs for p, rs in refs.items() if runner is not None and runner.owns(p)}
-    remote = {p: rs for p, rs in refs.items() if p not in local}
+    local = {p: n for p, n in refs.items() if runner is not None and runner.owns(p)}
+    remote = {p: n for p, n in refs.items() if p not in local}
     return local, remote
 
 
 def judge(
-    runner: LeaseOwner | None, local: dict[int, list[Ref]], seconds: int | None, now: int, hold: bool = True
-) -> tuple[dict[int, list[Ref]], dict[str, str]]:
+    runner: LeaseOwner | None, local: dict[int, Named], seconds: int | None, now: int, hold: bool = True
+) -> tuple[dict[int, Named], dict[str, str]]:
     """Split owned ids into valid ones and failures by id. With `hold`, a valid lease does not
     expire while its command is written (exactly-once: an ack confirmed must not find its
     message redelivered); without, an ack written as the lease runs out still acks."""
-    valid: dict[int, list[Ref]] = {}
+    valid: dict[int, Named] = {}
     failures: dict[str, str] = {}
     if runner is None:
         return valid, failures
     hold_until = now + HOLD_MS if hold else None
-    for p, rs in local.items():
-        verdicts = runner.judge(
-            p, [(r.offset, r.generation) for _, r in rs], seconds is None, now, hold_until
-        )
+    for p, named in local.items():
+        entries = zip(named.offsets, named.generations, strict=True)
+        verdicts = runner.judge(p, entries, seconds is None, now, hold_until)
         if all(verdicts):  # every one a current lease: the common case
-            valid[p] = rs
+            valid[p] = named
             continue
-        mine: list[Ref] = []
-        for (ack_id, ref), verdict in zip(rs, verdicts, strict=True):
+        mine = Named([], [], [])
+        for ack_id, offset, gen, verdict in zip(*named, verdicts, strict=True):
             if verdict:
-                mine.append((ack_id, ref))
+                mine.ids.append(ack_id)
+                mine.offsets.append(offset)
+                mine.generations.append(gen)
             elif verdict is False:
                 failures[ack_id] = exactly_once.INVALID
             # None: acked already, and acking again succeeds
-        if mine:
+        if mine.ids:
             valid[p] = mine
     return valid, failures
 
 
 def _count(
-    runner: LeaseOwner | None, valid: dict[int, list[Ref]], seconds: int | None, unwritten: Iterable[int]
+    runner: LeaseOwner | None, valid: dict[int, Named], seconds: int | None, unwritten: Iterable[int]
 ) -> None:
     """Count the acks (seconds None) and nacks (0) the owner accepted and wrote, for /metrics."""
     if runner is None or seconds not in (None, 0) or not valid:
         return
     skip = set(unwritten)
-    refs = [(p, r.offset) for p, rs in valid.items() if p not in skip for _, r in rs]
+    refs = itertools.chain.from_iterable(
+        zip(itertools.repeat(p), n.offsets) for p, n in valid.items() if p not in skip
+    )
     if seconds is None:
         runner.tally.on_acked(refs, now_ms())
     else:
@@ -343,7 +337,7 @@ class AckPath:
             patience=EXACTLY_ONCE_PATIENCE_SECONDS,
         )
         for p in late | failed.keys():
-            failures |= dict.fromkeys((i for i, _ in valid[p]), exactly_once.NOT_WRITTEN)
+            failures |= dict.fromkeys(valid[p].ids, exactly_once.NOT_WRITTEN)
         _count(runner, valid, seconds, late | failed.keys())
         if remote:
             failures |= await self._forward(res, remote, seconds, forwarded)
@@ -351,9 +345,9 @@ class AckPath:
             raise exactly_once.failed(ack_ids, failures)
 
     async def _forward(
-        self, res: StoredSubscription, remote: dict[int, list[Ref]], seconds: int | None, forwarded: bool
+        self, res: StoredSubscription, remote: dict[int, Named], seconds: int | None, forwarded: bool
     ) -> dict[str, str]:
-        ids = {p: [i for i, _ in rs] for p, rs in remote.items()}
+        ids = {p: n.ids for p, n in remote.items()}
         if forwarded or self._peers is None:
             return {i: exactly_once.NOT_OWNER for group in ids.values() for i in group}
         try:

@@ -588,7 +588,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         return p in self.states
 
     def judge(
-        self, p: int, entries: list[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
+        self, p: int, entries: Iterable[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
     ) -> list[bool | None]:
         """Which (offset, generation) of partition p name current leases: PartitionState.judge."""
         return self.states[p].judge(entries, acking, now_ms, hold_until)

@@ -13,9 +13,7 @@ no message id is taken for an event's (`is_event_id`).
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import operator
 import re
 from collections.abc import Sequence
 from typing import NamedTuple, NewType
@@ -27,7 +25,7 @@ class MalformedAckId(ValueError):
     """The string is not an ack id this gateway issued."""
 
 
-class AckRef(NamedTuple):  # a tuple: every acked message decodes one
+class AckRef(NamedTuple):
     tag: str
     partition: int
     offset: int
@@ -45,47 +43,73 @@ def encode(tag: str, partition: int, offset: int, generation: int) -> AckId:
 _match_ack_id = re.compile(r"([0-9a-f]{8})-([0-9a-f]{1,8})-([0-9a-f]{1,16})-([0-9a-f]{1,8})").fullmatch
 
 
-def decode(ack_id: str) -> AckRef:
+def _fields(ack_id: str) -> tuple[str, str, str, str]:
+    """The id's four fields, as written; MalformedAckId unless it is one."""
     match = _match_ack_id(ack_id)
-    if match is None:
+    if match is None or not match[4].strip("0"):  # (generation 0: no delivery has it)
         raise MalformedAckId(ack_id)
-    tag, partition, offset, generation = match.groups()
-    gen = int(generation, 16)
-    if gen < 1:
-        raise MalformedAckId(ack_id)
-    return AckRef(tag, int(partition, 16), int(offset, 16), gen)
+    return match[1], match[2], match[3], match[4]
 
 
-# Every id of a call in one scan, one per line: `decode_all`. Ids hold no newline (checked), so
+def decode(ack_id: str) -> AckRef:
+    tag, partition, offset, generation = _fields(ack_id)
+    return AckRef(tag, int(partition, 16), int(offset, 16), int(generation, 16))
+
+
+class Named(NamedTuple):
+    """The ids of one call that name one partition, as columns: the ids as the client sent them,
+    and the offset and the generation each names. A call holds up to thousands of ids: columns
+    make no object per id, and each step takes the column it needs."""
+
+    ids: list[str]
+    offsets: list[int]
+    generations: list[int]
+
+
+# Every id of a call in one scan, one per line: `by_partition`. Ids hold no newline (checked), so
 # each line is one id and matches at most once.
 _find_ack_ids = re.compile(
     r"^([0-9a-f]{8})-([0-9a-f]{1,8})-([0-9a-f]{1,16})-([0-9a-f]{1,8})$", re.MULTILINE
 ).findall
-_new_ref = functools.partial(tuple.__new__, AckRef)  # AckRef(...) without its Python frame
 # Partitions and generations are small: looked up, their hex parsed once here.
 _SMALL_HEX = {f"{n:x}": n for n in range(256)}
-_generation = operator.itemgetter(3)
 
 
-def decode_all(ack_ids: Sequence[str]) -> list[AckRef]:
-    """`decode` of every id, in order: a call's ids (up to thousands) in one regex scan, at about
-    half the cost per id. MalformedAckId names the first id that is not one."""
+def by_partition(ack_ids: Sequence[str], tag: str) -> dict[int, Named]:
+    """`decode` of every id, by partition, in the call's order within each; ids whose tag is not
+    `tag` (another subscription's, or an earlier incarnation's) are left out. A call's ids in one
+    regex scan. MalformedAckId names the first id that is not one, whatever its tag."""
     if not ack_ids:
-        return []
+        return {}
     joined = "\n".join(ack_ids)
     found = _find_ack_ids(joined) if joined.count("\n") == len(ack_ids) - 1 else []
     if len(found) != len(ack_ids):
-        return [decode(ack_id) for ack_id in ack_ids]  # raises for the first bad one
+        found = [_fields(ack_id) for ack_id in ack_ids]  # one by one: raises for the first bad one
     small = _SMALL_HEX
-    refs = [
-        _new_ref(
-            (t, small[p] if p in small else int(p, 16), int(o, 16), small[g] if g in small else int(g, 16))
-        )
-        for t, p, o, g in found
-    ]
-    if min(map(_generation, refs)) < 1:
-        raise MalformedAckId(next(a for a, ref in zip(ack_ids, refs, strict=True) if ref.generation < 1))
-    return refs
+    generations = [small[g] if g in small else int(g, 16) for _, _, _, g in found]
+    if min(generations) < 1:
+        raise MalformedAckId(next(a for a, g in zip(ack_ids, generations, strict=True) if g < 1))
+    groups: dict[str, Named] = {}
+    for ack_id, (t, p, o, _), gen in zip(ack_ids, found, generations, strict=True):
+        if t != tag:
+            continue
+        named = groups.get(p)
+        if named is None:
+            named = groups[p] = Named([], [], [])
+        named.ids.append(ack_id)
+        named.offsets.append(int(o, 16))
+        named.generations.append(gen)
+    out: dict[int, Named] = {}
+    for p, named in groups.items():
+        partition = small[p] if p in small else int(p, 16)
+        if partition in out:  # the same partition written two ways ("1", "01"): one group
+            first = out[partition]
+            first.ids.extend(named.ids)
+            first.offsets.extend(named.offsets)
+            first.generations.extend(named.generations)
+        else:
+            out[partition] = named
+    return out
 
 
 class EventRef(NamedTuple):

@@ -5,6 +5,7 @@ against a stand-in owner and a log writer whose writes never end."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 
 import pytest
 
@@ -33,9 +34,9 @@ class Owner:
         return p == 0
 
     def judge(
-        self, p: int, entries: list[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
+        self, p: int, entries: Iterable[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
     ) -> list[bool | None]:
-        return [True] * len(entries)
+        return [True for _ in entries]
 
     def order_acks(self, p: int, offsets: list[int]) -> list[int]:
         return offsets

@@ -106,16 +106,28 @@ def test_decode_accepts_only_the_documented_form(text: str) -> None:
     assert ref.generation >= 1
 
 
-def _decoded_one_by_one(ack_ids: list[str]) -> list[ackids.AckRef] | str:
+def _expected(ack_ids: list[str], tag: str) -> str | dict[int, ackids.Named]:
+    """What `by_partition` gives, worked out one id at a time with `decode`: the first id it
+    refuses, or the ids of `tag` by partition, in order."""
+    refs = []
     for ack_id in ack_ids:
         try:
-            ackids.decode(ack_id)
+            refs.append((ack_id, ackids.decode(ack_id)))
         except ackids.MalformedAckId:
             return ack_id
-    return [ackids.decode(ack_id) for ack_id in ack_ids]
+    out: dict[int, ackids.Named] = {}
+    for ack_id, ref in refs:
+        if ref.tag == tag:
+            named = out.setdefault(ref.partition, ackids.Named([], [], []))
+            named.ids.append(ack_id)
+            named.offsets.append(ref.offset)
+            named.generations.append(ref.generation)
+    return out
 
 
-valid_ids = st.builds(ackids.encode, tags, partitions, offsets, generations)
+valid_ids = st.builds(
+    ackids.encode, st.sampled_from(["0123abcd", "fedc4321"]), st.integers(0, 300), offsets, generations
+)
 # Near misses: the documented form with one character changed, inserted or dropped, or a newline,
 # which the batch decoder splits on.
 near_misses = st.tuples(
@@ -125,30 +137,44 @@ near_misses = st.tuples(
 
 @HYP
 @given(st.lists(st.one_of(valid_ids, near_misses, st.text(max_size=50)), max_size=30))
-def test_decode_all_is_decode_of_each(ack_ids: list[str]) -> None:
-    """The whole call's ids at once: the same refs in the same order, or MalformedAckId naming
-    the first id that `decode` refuses."""
-    expected = _decoded_one_by_one(ack_ids)
+def test_by_partition_is_decode_of_each(ack_ids: list[str]) -> None:
+    """The whole call's ids at once: those of the tag, by partition and in order, or
+    MalformedAckId naming the first id that `decode` refuses, whatever its tag."""
+    expected = _expected(ack_ids, "0123abcd")
     if isinstance(expected, str):
         with pytest.raises(ackids.MalformedAckId) as bad:
-            ackids.decode_all(ack_ids)
+            ackids.by_partition(ack_ids, "0123abcd")
         assert str(bad.value) == expected
         return
-    got = ackids.decode_all(ack_ids)
-    assert got == expected
-    assert all(type(ref) is ackids.AckRef for ref in got)
+    assert ackids.by_partition(ack_ids, "0123abcd") == expected
 
 
-def test_decode_all_of_many_valid_ids() -> None:
-    ids = [ackids.encode("0123abcd", i % 7, 10**12 + i, 1 + i % 3) for i in range(5000)]
-    assert ackids.decode_all(ids) == [ackids.decode(i) for i in ids]
+def test_by_partition_of_many_valid_ids() -> None:
+    ids = [ackids.encode("0123abcd", i % 7, 10**12 + i, 1 + i % 300) for i in range(5000)]
+    got = ackids.by_partition(ids, "0123abcd")
+    assert got == _expected(ids, "0123abcd")
+    assert sorted(got) == list(range(7))
+    assert sum(len(n.ids) for n in got.values()) == 5000
+    assert ackids.by_partition(ids, "fedc4321") == {}  # another subscription's: none of ours
     with pytest.raises(ackids.MalformedAckId) as bad:
-        ackids.decode_all([*ids[:10], "0123abcd-1-2-0", *ids[10:]])  # generation 0
+        ackids.by_partition([*ids[:10], "0123abcd-1-2-0", *ids[10:]], "0123abcd")  # generation 0
     assert str(bad.value) == "0123abcd-1-2-0"
+    with pytest.raises(ackids.MalformedAckId) as bad:  # of another tag, and still refused
+        ackids.by_partition([*ids[:10], "fedc4321-1-2-000", *ids[10:]], "0123abcd")
+    assert str(bad.value) == "fedc4321-1-2-000"
     # Two ids in one string beside one that is none: as many matches as ids, but not one each.
     with pytest.raises(ackids.MalformedAckId) as bad:
-        ackids.decode_all([f"{ids[0]}\n{ids[1]}", "x"])
+        ackids.by_partition([f"{ids[0]}\n{ids[1]}", "x"], "0123abcd")
     assert str(bad.value) == f"{ids[0]}\n{ids[1]}"
+
+
+def test_by_partition_joins_a_partition_written_two_ways() -> None:
+    """Leading zeros are allowed (the form says 1-8 hex digits): "01" and "1" name one partition."""
+    got = ackids.by_partition(["0123abcd-1-5-1", "0123abcd-2-9-1", "0123abcd-01-6-2"], "0123abcd")
+    assert got == {
+        1: ackids.Named(["0123abcd-1-5-1", "0123abcd-01-6-2"], [5, 6], [1, 2]),
+        2: ackids.Named(["0123abcd-2-9-1"], [9], [1]),
+    }
 
 
 def test_tag_form() -> None:
