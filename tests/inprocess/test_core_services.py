@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway.core.runner import Delivery
+from gateway.core.streams import StreamOutput
 from gateway.errors import AckIdsFailed, AlreadyExists, InvalidArgument, NotFound
 from gateway.leases.commands import Ack, Command, SetDeadline
 from gateway.translate.limits import OutgoingMessage
@@ -38,6 +39,15 @@ def _pull_all(gw: InProcessGateway, sub: str, count: int, timeout: float = 30.0)
     deadline = time.monotonic() + timeout
     while len(got) < count and time.monotonic() < deadline:
         got += gw.run(gw.gateway.delivery.pull(sub, count - len(got), 2.0))
+    return got
+
+
+async def _read(batches: AsyncIterator[StreamOutput], count: int, patience: float) -> list[Delivery]:
+    """A stream's deliveries until there are at least `count`, waiting up to `patience` s for each
+    of its responses."""
+    got: list[Delivery] = []
+    while len(got) < count:
+        got += (await asyncio.wait_for(anext(batches), patience)).deliveries
     return got
 
 
@@ -83,9 +93,7 @@ def test_a_stream_session_delivers_within_its_outstanding_limit(gw: InProcessGat
         session = await delivery.open_stream(sub, 30, limit, 0)
         batches = session.batches()
         try:
-            first: list[Delivery] = []
-            while len(first) < limit:  # up to the limit, and then nothing until acks
-                first += (await asyncio.wait_for(anext(batches), 20)).deliveries
+            first = await _read(batches, limit, 20)  # up to the limit, and then nothing until acks
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(anext(batches), 1.5)
             # (a pending anext of an async generator cannot be resumed after its cancellation)
@@ -94,10 +102,8 @@ def test_a_stream_session_delivers_within_its_outstanding_limit(gw: InProcessGat
         await delivery.acknowledge(sub, [d.ack_id for d in first])
         session = await delivery.open_stream(sub, 30, 0, 0)
         batches = session.batches()
-        rest: list[Delivery] = []
         try:
-            while len(rest) < 25 - limit:
-                rest += (await asyncio.wait_for(anext(batches), 20)).deliveries
+            rest = await _read(batches, 25 - limit, 20)
         finally:
             await batches.aclose()
             session.release()
@@ -119,10 +125,8 @@ def test_run_ahead_widens_clients_streams_only(gw: InProcessGateway, names: Name
     async def hold(client: bool) -> list[Delivery]:
         session = await delivery.open_stream(sub, 30, 2, 0, client=client)
         batches = session.batches()
-        got: list[Delivery] = []
         try:
-            while len(got) < (6 if client else 2):
-                got += (await asyncio.wait_for(anext(batches), 20)).deliveries
+            got = await _read(batches, 6 if client else 2, 20)
             with pytest.raises(TimeoutError):  # and nothing more until acks
                 await asyncio.wait_for(anext(batches), 1.5)
         finally:
@@ -150,17 +154,11 @@ def test_a_stream_counts_a_message_it_gets_again_once(gw: InProcessGateway, name
         session = await delivery.open_stream(sub, 10, 3, 0)  # room for 3: never full below
         batches = session.batches()
         try:
-            first: list[Delivery] = []
-            while len(first) < 2:
-                first += (await asyncio.wait_for(anext(batches), 20)).deliveries
-            again: list[Delivery] = []  # not acked: back after their 10 s, on this same stream
-            while len(again) < 2:
-                again += (await asyncio.wait_for(anext(batches), 30)).deliveries
+            first = await _read(batches, 2, 20)
+            again = await _read(batches, 2, 30)  # not acked: back after their 10 s, on this same stream
             await delivery.acknowledge(sub, [d.ack_id for d in again])
             await gw.gateway.topics.publish(topic, [OutgoingMessage(t.encode(), {}, "") for t in "cde"])
-            later: list[Delivery] = []  # the stream's whole room again: 3 at once
-            while len(later) < 3:
-                later += (await asyncio.wait_for(anext(batches), 5)).deliveries
+            later = await _read(batches, 3, 5)  # the stream's whole room again: 3 at once
         finally:
             await batches.aclose()
             session.release()
@@ -187,13 +185,9 @@ def test_a_full_stream_gets_its_expired_messages_back_when_they_expire(
         session = await delivery.open_stream(sub, 10, 2, 0)  # full with both out
         batches = session.batches()
         try:
-            first: list[Delivery] = []
-            while len(first) < 2:
-                first += (await asyncio.wait_for(anext(batches), 20)).deliveries
+            first = await _read(batches, 2, 20)
             out_at = time.monotonic()
-            again: list[Delivery] = []
-            while len(again) < 2:
-                again += (await asyncio.wait_for(anext(batches), 30)).deliveries
+            again = await _read(batches, 2, 30)
             waited = time.monotonic() - out_at
         finally:
             await batches.aclose()
