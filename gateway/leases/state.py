@@ -23,8 +23,9 @@ STALE_SLACK = 1024
 
 
 class Budget(Generic[R]):
-    """What one response may still hold, in bytes as `cost` counts them. The first message is
-    always paid for, whatever it costs: a response carries at least one."""
+    """What one response may still hold, in bytes as `cost` counts them, across the takes of its
+    partitions (`PartitionState.take` pays). The first message is always paid for, whatever it
+    costs: a response carries at least one."""
 
     __slots__ = ("cost", "left", "paid")
 
@@ -32,14 +33,6 @@ class Budget(Generic[R]):
         self.left = max_bytes
         self.cost = cost
         self.paid = 0
-
-    def pay(self, record: R) -> bool:
-        cost = self.cost(record)
-        if self.paid and cost > self.left:
-            return False
-        self.left -= cost
-        self.paid += 1
-        return True
 
 
 class PartitionState(Generic[R]):
@@ -249,7 +242,10 @@ class PartitionState(Generic[R]):
             self.attempts,
         )
         key_of, dead, max_attempts = self.key_of, self._dead, self.max_attempts
-        pay = budget.pay if budget is not None else None
+        # The budget's accounts, in locals while the loop runs (a method call per message cost
+        # more than the rest of the payment): written back after it.
+        if budget is not None:
+            cost, left, paid = budget.cost, budget.left, budget.paid
         if self._due_entries > 2 * len(leases) + STALE_SLACK:
             self._compact_expiry()
         expiring = self._due_at(deadline_ms).append  # every lease of the take ends then: `_lease`
@@ -267,9 +263,13 @@ class PartitionState(Generic[R]):
             if key is not None and key not in batch_keys and self._key_leases.get(key):
                 heapq.heappush(self._deferred.setdefault(key, []), offset)
                 continue  # an earlier message of this key is still out
-            if pay is not None and not pay(record):
-                self._make_ready(offset)
-                break
+            if budget is not None:
+                size = cost(record)
+                if paid and size > left:  # it stays ready, unleased, and so does all after it
+                    self._make_ready(offset)
+                    break
+                left -= size
+                paid += 1
             if key is not None:
                 batch_keys.add(key)
             gen = attempts.get(offset, 0) + 1
@@ -279,6 +279,8 @@ class PartitionState(Generic[R]):
             if key is not None:
                 self._key_leases.setdefault(key, set()).add(offset)
             out.append((offset, gen, record))
+        if budget is not None:
+            budget.left, budget.paid = left, paid
         self._due_entries += len(out)
         if out:
             self.dirty = True
