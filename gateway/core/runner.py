@@ -578,9 +578,10 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         taken = await self.record_leases(taken, lease_until)
         self.tally.on_delivered(taken, now_ms())
         tag = ackids.subscription_tag(res.name, res.meta.uid)
-        counted = res.proto.HasField("dead_letter_policy")
-        encode = ackids.encode
-        return [_new_delivery((encode(tag, p, o, g), r, g if counted else 0)) for p, o, g, r in taken]
+        ids = ackids.encode_each(tag, taken)
+        if res.proto.HasField("dead_letter_policy"):  # (delivery_attempt is set only then)
+            return [_new_delivery((i, r, g)) for i, (_, _, g, r) in zip(ids, taken, strict=True)]
+        return [_new_delivery((i, r, 0)) for i, (_, _, _, r) in zip(ids, taken, strict=True)]
 
     # -- the leases, as the ack path judges them (gateway/core/acks.py) --------------------
 

@@ -28,6 +28,13 @@ def test_round_trip(tag: str, partition: int, offset: int, generation: int) -> N
     assert ackids.decode(ack_id) == ackids.AckRef(tag, partition, offset, generation)
 
 
+@HYP
+@given(tags, st.lists(st.tuples(st.integers(0, 300), offsets, generations), max_size=20))
+def test_encode_each_is_encode_of_each(tag: str, refs: list[tuple[int, int, int]]) -> None:
+    deliveries = [(p, o, g, object()) for p, o, g in refs]
+    assert ackids.encode_each(tag, deliveries) == [ackids.encode(tag, p, o, g) for p, o, g in refs]
+
+
 def test_longest_id() -> None:
     ack_id = ackids.encode("ffffffff", 2**32 - 1, 2**64 - 1, 2**32 - 1)
     assert len(ack_id) == 43
