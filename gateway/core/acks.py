@@ -11,10 +11,11 @@ Deliveries write their leases through the same `LogWriter` (SubscriptionRunner.r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from gateway.clock import now_ms
@@ -72,16 +73,22 @@ class LogWriter:
     def key(self, partition: int) -> bytes:
         return logformat.command_key(partition, self._writer, next(_SEQ))
 
+    @contextlib.contextmanager
+    def holding(self, keys: list[bytes]) -> Iterator[None]:
+        """The keys are in `writing` from now on; if what writes them fails, they are let go."""
+        self.writing.update(keys)
+        try:
+            yield
+        except BaseException:
+            self.writing.difference_update(keys)
+            raise
+
     async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
         """Write commands durably; returns (key, log offset) of each."""
         keys = [self.key(partition) for _ in cmds]
         records = [(k, logformat.encode(c), None) for k, c in zip(keys, cmds, strict=True)]
-        self.writing.update(keys)
-        try:
+        with self.holding(keys):
             done = await self._producer.send(self.topic, records, partition=partition)
-        except BaseException:
-            self.writing.difference_update(keys)
-            raise
         return [(k, off) for k, (_, off) in zip(keys, done, strict=True)]
 
 

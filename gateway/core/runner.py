@@ -684,8 +684,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             self._dead_letter_senders[p] = sender
         ack = Ack(p, tuple(to_ranges(o for o, _, _ in dead)), self._epoch(p))
         key = self.writer.key(p)
-        self.writer.writing.add(key)  # as LogWriter.write does: applied here, not by the reader
-        try:
+        with self.writer.holding([key]):  # applied here, as a LogWriter.write is: not by the reader
             await sender.send(
                 [
                     *(
@@ -695,9 +694,6 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                     (self.writer.topic, p, key, logformat.encode(ack), None),
                 ]
             )
-        except BaseException:
-            self.writer.writing.discard(key)
-            raise
         self.apply_local(p, ack, key, settles=True)
         self.tally.on_dead_lettered((p, o) for o, _, _ in dead)
         log.info("%s: dead-lettered %d messages of partition %d", self.name, len(dead), p)
