@@ -122,7 +122,9 @@ def _profile(
             tasks: list[harness.Task] = [(subscribe.gw_streaming, {**common, "deadline_s": 600.0})] * STREAMS
         else:
             tasks = [(goclient.go_receive, {**common, "binary": binary, "deadline": 600, **CASES[case]})]
+        before = _threads(pid)
         results, win = bench.run(tasks, lead=1.5)
+        after = _threads(pid)
         recorder.send_signal(signal.SIGINT)
         _, err = recorder.communicate(timeout=60)
         api.delete(topic, [sub])
@@ -140,10 +142,49 @@ def _profile(
         "rpcs": results[0].get("rpcs"),
         "samples": samples,
         "paths": paths,
+        "threads": _thread_use(before, after, row.messages),
         "py_spy_stderr": err.decode(errors="replace")[-500:],
         "self": self_pct,
         "total": total_pct,
     }
+
+
+def _threads(pid: int) -> dict[str, tuple[int, int]]:
+    """Each of the process's threads, by name (a number added where names repeat): CPU time in
+    ns (/proc/<pid>/task/<tid>/schedstat, exact where stat's ticks are 10 ms) and context
+    switches (voluntary and not)."""
+    out: dict[str, tuple[int, int]] = {}
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name)):
+        try:
+            stat = (task / "stat").read_text()
+            ns = int((task / "schedstat").read_text().split()[0])
+            status = (task / "status").read_text()
+        except OSError:
+            continue  # the thread ended
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        switches = sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line)
+        key, n = name, 1
+        while key in out:
+            n += 1
+            key = f"{name}#{n}"
+        out[key] = (ns, switches)
+    return out
+
+
+def _thread_use(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], messages: int
+) -> dict[str, dict[str, float]]:
+    """Per thread over the run: CPU us and context switches per 1,000 messages, busiest first.
+    Threads are matched by name, so one that started or ended during the run counts whole."""
+    per = 1000 / max(messages, 1)
+    rows = {}
+    for name, (ns, switches) in after.items():
+        t0, s0 = before.get(name, (0, 0))
+        rows[name] = {
+            "cpu_us_per_1k": round((ns - t0) / 1e3 * per, 1),
+            "switches_per_1k": round((switches - s0) * per, 1),
+        }
+    return dict(sorted(rows.items(), key=lambda kv: -kv[1]["cpu_us_per_1k"]))
 
 
 def _shares(path: Path) -> tuple[dict[str, float], dict[str, float], int]:
