@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 _rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
 Config = Mapping[str, str | int | bool]
 POLL_SECONDS = 0.1
+TAIL_POLL_SECONDS = 0.25  # see TailReader
 IDLE_POLL_SECONDS = 0.5
 # How long a new assignment waits in all for its partitions' end offsets (GroupFetcher._ends).
 ENDS_SECONDS = 2.0
@@ -76,7 +77,9 @@ def to_record(msg: confluent_kafka.Message) -> Record:
     )
 
 
-def _reader_config(base: Config) -> dict[str, str | int | float | bool]:
+def _reader_config(base: Config, wait_ms: int = 100) -> dict[str, str | int | float | bool]:
+    """`wait_ms`: fetch.wait.max.ms. 100 for reads to an end, which wait out an empty fetch
+    once per partition; a TailReader's is longer (see there)."""
     return client_config(
         base,
         {
@@ -84,7 +87,7 @@ def _reader_config(base: Config) -> dict[str, str | int | float | bool]:
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": False,
-            "fetch.wait.max.ms": 100,
+            "fetch.wait.max.ms": wait_ms,
         },
     )
 
@@ -219,10 +222,17 @@ class _PendingOffsets:
 class TailReader:
     """Follows partitions from given offsets for as long as it runs.
 
-    `add` and `remove` may be called from any thread (the runner calls them on its fetcher's
-    thread); they and the reader's own thread take turns on the consumer under one lock.
-    `on_messages` runs on the reader's thread, and so does `on_denied`, told when Kafka's
-    authorizer refuses reading a topic (without it, that is logged).
+    `add`, `remove` and `report_progress` may be called from any thread (the runner calls them
+    on its fetcher's thread and on its event loop): they are handed to the reader's own thread,
+    which does them on its next turn, within TAIL_POLL_SECONDS. librdkafka's Python binding lets
+    only one call at a time use a consumer, so a call from another thread would wait out the
+    reader's `consume`. `on_messages` runs on the reader's thread, and so does `on_denied`, told
+    when Kafka's authorizer refuses reading a topic (without it, that is logged).
+
+    An idle reader wakes every TAIL_POLL_SECONDS (and its broker thread every fetch.wait.max.ms)
+    only for that hand-over and to see whether it should stop: what arrives ends both waits at
+    once. Each wake-up costs ~0.1 ms of CPU, and a process has a reader per subscription it
+    serves and one per resource topic.
     """
 
     def __init__(
@@ -233,7 +243,7 @@ class TailReader:
         on_denied: Callable[[PermissionDenied], None] | None = None,
         progress_group: str | None = None,
     ) -> None:
-        config: dict[str, object] = dict(_reader_config(base))
+        config: dict[str, object] = dict(_reader_config(base, int(TAIL_POLL_SECONDS * 1000)))
         if progress_group is not None:
             config["group.id"] = progress_group
             config["on_commit"] = _on_progress_commit
@@ -241,9 +251,11 @@ class TailReader:
         self._on_messages = on_messages
         self._on_denied = on_denied
         self._running = True
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the hand-over below
+        # Assignment changes in the order asked: (True, partitions from offsets) adds,
+        # (False, partitions) removes.
+        self._changes: list[tuple[bool, list[TopicPartition]]] = []
         self._progress: dict[tuple[str, int], int] = {}
-        self._progress_lock = threading.Lock()
         self._progress_dropped = False
         self._thread = threading.Thread(target=self._run, name=f"tail-{name}", daemon=True)
 
@@ -255,17 +267,18 @@ class TailReader:
         tps = [TopicPartition(t, p, o) for (t, p), o in assignments.items()]
         if tps:
             with self._lock:
-                self._consumer.incremental_assign(tps)
+                self._changes.append((True, tps))
 
     def remove(self, partitions: list[tuple[str, int]]) -> None:
         if partitions:
             with self._lock:
-                self._consumer.incremental_unassign([TopicPartition(t, p) for t, p in partitions])
+                self._changes.append((False, [TopicPartition(t, p) for t, p in partitions]))
 
     def _run(self) -> None:
+        consumer = self._consumer
         while self._running:
-            with self._lock:
-                msgs = self._consumer.consume(BATCH, timeout=POLL_SECONDS)
+            self._hand_over()
+            msgs = consumer.consume(BATCH, timeout=TAIL_POLL_SECONDS)
             batch = []
             for m in msgs:
                 if m.error() is None:
@@ -281,40 +294,53 @@ class TailReader:
                     log.error("%s", refused.message)
             if batch:
                 self._on_messages(batch)
-            self._commit_progress()
+
+    def _hand_over(self) -> None:
+        """What other threads asked for since the last turn: assignment changes, then progress."""
+        if not self._changes and not self._progress:
+            return
+        with self._lock:
+            changes, self._changes = self._changes, []
+            progress, self._progress = self._progress, {}
+        for adding, tps in changes:
+            try:
+                if adding:
+                    self._consumer.incremental_assign(tps)
+                else:
+                    self._consumer.incremental_unassign(tps)
+            except confluent_kafka.KafkaException as exc:  # (the caller has moved on: logged)
+                log.error("%s of %s failed: %s", "assigning" if adding else "unassigning", tps, exc)
+        if progress:
+            tps = [TopicPartition(t, p, o) for (t, p), o in progress.items()]
+            self._consumer.commit(offsets=tps, asynchronous=True)
 
     def report_progress(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """The caller has applied these partitions up to (before) these offsets: the reader's
-        thread commits them to `progress_group` on its next turn (within POLL_SECONDS), for
+        thread commits them to `progress_group` on its next turn (within TAIL_POLL_SECONDS), for
         writers that wait until what they wrote is applied (Spark's ack)."""
-        with self._progress_lock:
+        with self._lock:
             if not self._progress_dropped:
                 self._progress.update(offsets)
 
     def drop_progress(self) -> None:
         """Commit no more progress (the subscription is gone, and its progress group with it:
         a commit now would create that group again)."""
-        with self._progress_lock:
+        with self._lock:
             self._progress_dropped = True
             self._progress = {}
 
-    def _commit_progress(self) -> None:
-        with self._progress_lock:
-            progress, self._progress = self._progress, {}
-        if progress:
-            tps = [TopicPartition(t, p, o) for (t, p), o in progress.items()]
-            with self._lock:
-                self._consumer.commit(offsets=tps, asynchronous=True)
-
     def stop(self) -> None:
-        """Blocking; idempotent."""
+        """Blocking (up to TAIL_POLL_SECONDS, while the reader's thread ends its wait);
+        idempotent."""
         if not self._running:
             return
         self._running = False
         if self._thread.is_alive():
             self._thread.join(5.0)
-        with self._lock:  # never close under a consume that outlived the join
-            self._consumer.close()
+            if self._thread.is_alive():  # never close under a consume that outlived the join
+                log.warning("a Kafka reader did not stop within 5 s; its consumer is left open")
+                return
+        self._consumer.close()
 
 
 class FetchListener(Protocol):
