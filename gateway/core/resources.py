@@ -47,6 +47,9 @@ from gateway.translate.meta import (
 )
 
 log = logging.getLogger(__name__)
+# Our own generator: drawing from `random`'s shared one would move the state of the program
+# that embeds the gateway (tests, seeded or not, included).
+_random = random.Random()
 ProtoT = TypeVar("ProtoT", bound=Message)
 MetaT = TypeVar("MetaT", bound=Meta)
 
@@ -437,7 +440,7 @@ class ResourceStore:
         record and the clean-up. Any process may; a duplicate clean-up changes nothing."""
         assert self._loop is not None
         while True:
-            await asyncio.sleep(random.uniform(0.5, 1.5) * SWEEP_SECONDS)
+            await asyncio.sleep(_random.uniform(0.5, 1.5) * SWEEP_SECONDS)
             await self.sweep_once(self._loop.time())
 
     async def sweep_once(self, now: float) -> None:

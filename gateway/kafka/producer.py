@@ -31,6 +31,9 @@ from gateway.kafka.clientlog import client_logger
 from gateway.translate.limits import MAX_MESSAGES_PER_PUBLISH
 
 log = logging.getLogger(__name__)
+# Our own generator: drawing from `random`'s shared one would move the state of the program
+# that embeds the gateway (tests, seeded or not, included).
+_random = random.Random()
 _rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
 
 SLOW_WRITE_SECONDS = 1.0
@@ -356,12 +359,12 @@ class Producer:
 
     def _pick(self, topic: str, partitions: int) -> int:
         """A random partition of the topic, among those not slow to confirm if any."""
-        first = random.randrange(partitions)
+        first = _random.randrange(partitions)
         now = time.monotonic()
         if not self._slow(topic, first, now):
             return first
         fine = [p for p in range(partitions) if not self._slow(topic, p, now)]
-        return random.choice(fine) if fine else first
+        return _random.choice(fine) if fine else first
 
 
 class TransactionalSender:
