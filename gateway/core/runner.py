@@ -52,6 +52,10 @@ LEASE_PATIENCE_SECONDS = 1.0
 # How long the dead-letter loop leaves a partition alone after Kafka's authorizer refused its
 # transaction: each try makes a transactional producer.
 DENIED_RETRY_SECONDS = 5.0
+# How long the lease-log reader, having found a record, gathers more before handing them over:
+# what other processes write (acks, modacks, their leases) is applied within this, and a busy
+# log is handed over ~10 times a second rather than per fetch (each hand-over wakes the loop).
+LOG_LINGER_SECONDS = 0.1
 # How often a pull waiting for partitions to catch up (`catch_up`) looks at what is ready.
 CATCH_UP_POLL_SECONDS = 0.02
 # How often the owner applies a truncation policy (docs/truncation.md), and how often, while
@@ -137,7 +141,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             on_denied=self._on_denied,
         )
         self._log_reader = kafka_consumer.TailReader(
-            kafka_config, f"log-{name}", self._on_log, progress_group=applied_group(group_id)
+            kafka_config,
+            f"log-{name}",
+            self._on_log,
+            progress_group=applied_group(group_id),
+            linger_seconds=LOG_LINGER_SECONDS,
         )
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
@@ -174,7 +182,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.to_thread(self._fetcher.stop)
-        await asyncio.to_thread(self._log_reader.stop)
+        self._log_reader.stop()
         for sender in self._dead_letter_senders.values():
             await sender.close()
 

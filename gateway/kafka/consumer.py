@@ -231,8 +231,10 @@ class TailReader:
 
     An idle reader wakes every TAIL_POLL_SECONDS (and its broker thread every fetch.wait.max.ms)
     only for that hand-over and to see whether it should stop: what arrives ends both waits at
-    once. Each wake-up costs ~0.1 ms of CPU, and a process has a reader per subscription it
-    serves and one per resource topic.
+    once (the reader polls for a first record, then takes what else comes within its linger:
+    `consume` alone would wait out its whole timeout for a batch it cannot fill). Each wake-up
+    costs ~0.1 ms of CPU, and a process has a reader per subscription it serves and one per
+    resource topic.
     """
 
     def __init__(
@@ -242,8 +244,12 @@ class TailReader:
         on_messages: Callable[[list[tuple[str, int, int, bytes | None, bytes | None]]], None],
         on_denied: Callable[[PermissionDenied], None] | None = None,
         progress_group: str | None = None,
+        linger_seconds: float = 0.0,
     ) -> None:
+        """`linger_seconds`: how long a turn that found a record waits for more to hand over
+        with it (fewer, larger hand-overs for a busy reader whose owner need not hear at once)."""
         config: dict[str, object] = dict(_reader_config(base, int(TAIL_POLL_SECONDS * 1000)))
+        self._linger = linger_seconds
         if progress_group is not None:
             config["group.id"] = progress_group
             config["on_commit"] = _on_progress_commit
@@ -257,6 +263,7 @@ class TailReader:
         self._changes: list[tuple[bool, list[TopicPartition]]] = []
         self._progress: dict[tuple[str, int], int] = {}
         self._progress_dropped = False
+        self._next_commit = 0.0  # (monotonic) the earliest the next progress commit is made
         self._thread = threading.Thread(target=self._run, name=f"tail-{name}", daemon=True)
 
     def start(self, assignments: Mapping[tuple[str, int], int]) -> None:
@@ -275,12 +282,22 @@ class TailReader:
                 self._changes.append((False, [TopicPartition(t, p) for t, p in partitions]))
 
     def _run(self) -> None:
+        try:
+            self._follow()
+        finally:  # the consumer is the thread's: it closes it as it leaves (see `stop`)
+            self._consumer.close()
+
+    def _follow(self) -> None:
         consumer = self._consumer
         while self._running:
             self._hand_over()
-            msgs = consumer.consume(BATCH, timeout=TAIL_POLL_SECONDS)
+            # consume() waits until it has all it asks for: poll waits for the first record
+            # only, then consume takes what else comes within the linger.
+            first = consumer.poll(TAIL_POLL_SECONDS)
+            if first is None:
+                continue
             batch = []
-            for m in msgs:
+            for m in (first, *consumer.consume(BATCH - 1, timeout=self._linger)):
                 if m.error() is None:
                     batch.append((m.topic() or "", m.partition() or 0, m.offset() or 0, m.key(), m.value()))
                     continue
@@ -292,16 +309,22 @@ class TailReader:
                     self._on_denied(refused)
                 else:
                     log.error("%s", refused.message)
-            if batch:
+            if batch and self._running:  # a stopped owner is told nothing more
                 self._on_messages(batch)
 
     def _hand_over(self) -> None:
         """What other threads asked for since the last turn: assignment changes, then progress."""
         if not self._changes and not self._progress:
             return
+        now = time.monotonic()
+        commit = now >= self._next_commit  # progress: once a TAIL_POLL_SECONDS at most
         with self._lock:
             changes, self._changes = self._changes, []
-            progress, self._progress = self._progress, {}
+            progress = {}
+            if commit:
+                progress, self._progress = self._progress, {}
+        if progress:
+            self._next_commit = now + TAIL_POLL_SECONDS
         for adding, tps in changes:
             try:
                 if adding:
@@ -316,8 +339,9 @@ class TailReader:
 
     def report_progress(self, offsets: Mapping[tuple[str, int], int]) -> None:
         """The caller has applied these partitions up to (before) these offsets: the reader's
-        thread commits them to `progress_group` on its next turn (within TAIL_POLL_SECONDS), for
-        writers that wait until what they wrote is applied (Spark's ack)."""
+        thread commits them to `progress_group` within about TAIL_POLL_SECONDS (a busy reader
+        commits once a TAIL_POLL_SECONDS, not every turn), for writers that wait until what
+        they wrote is applied (Spark's ack)."""
         with self._lock:
             if not self._progress_dropped:
                 self._progress.update(offsets)
@@ -330,17 +354,13 @@ class TailReader:
             self._progress = {}
 
     def stop(self) -> None:
-        """Blocking (up to TAIL_POLL_SECONDS, while the reader's thread ends its wait);
-        idempotent."""
+        """Returns at once; idempotent. The reader's thread ends its wait (within
+        TAIL_POLL_SECONDS), hands nothing more to `on_messages`, and closes its consumer."""
         if not self._running:
             return
         self._running = False
-        if self._thread.is_alive():
-            self._thread.join(5.0)
-            if self._thread.is_alive():  # never close under a consume that outlived the join
-                log.warning("a Kafka reader did not stop within 5 s; its consumer is left open")
-                return
-        self._consumer.close()
+        if not self._thread.is_alive() and self._thread.ident is None:  # never started
+            self._consumer.close()
 
 
 class FetchListener(Protocol):
