@@ -119,10 +119,13 @@ class TopicService:
             else:
                 config = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **retention}
                 existing = await self._admin.partitions(kafka)
+                if existing is not None:
+                    try:
+                        await self._take_on(name, kafka, existing, partitions, config)
+                    except NotFound:  # gone since: a deletion still reaching the broker
+                        existing = None
                 if existing is None:
                     await self._create_kafka_topic(kafka, partitions, config, undo)
-                else:
-                    await self._take_on(name, kafka, existing, partitions, config)
             storing = True
             stored = await self._store.create(res, quota)
         except BaseException as exc:
@@ -194,7 +197,9 @@ class TopicService:
     ) -> None:
         """A Kafka topic of the derived name exists without a Pub/Sub topic: left over from a
         create interrupted after the Kafka step, it has the partitions and configs we give; any
-        other topic of that name is somebody else's and is not taken silently."""
+        other topic of that name is somebody else's and is not taken silently. NOT_FOUND if it
+        is gone by the time its configs are read: the broker that described it had not yet
+        learnt of its deletion (a DeleteTopic of the same name a moment ago)."""
         current = await self._admin.topic_config(kafka)
         if found != partitions or any(current.get(k) != v for k, v in config.items()):
             raise AlreadyExists(
