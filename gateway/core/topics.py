@@ -37,6 +37,10 @@ PARTITIONS_LABEL = "kafka-partitions"
 # A Kafka topic made just before the CreateTopic that adopts it may not be known to the broker
 # asked yet (its metadata follows the controller's): looked for this long before NOT_FOUND.
 ADOPT_WAIT_SECONDS = 3.0
+# How long DeleteTopic waits for the broker to stop listing the deleted Kafka topic, so that a
+# CreateTopic of the same name right after does not find it (Admin.delete_topic); past it,
+# DeleteTopic answers anyway: the resource is gone.
+DELETE_SETTLE_SECONDS = 5.0
 MAX_MESSAGE_BYTES = 11 * 1024 * 1024  # Pub/Sub allows 10 MB messages; Kafka's default is 1 MB
 OWN_LABELS = {ADOPT_LABEL: names.KAFKA_TOPIC_MAX, PARTITIONS_LABEL: limits.MAX_LABEL_CHARS}
 UPDATABLE = {
@@ -274,8 +278,8 @@ class TopicService:
                 with contextlib.suppress(NotFound):
                     await self._store.change(sub, functools.partial(_topic_deleted, name))
         await self._store.delete("topic", name)
-        if not res.meta.adopted:
-            await self._admin.delete_topic(res.meta.kafka_topic)
+        if not res.meta.adopted:  # the name is reusable once this answers
+            await self._admin.delete_topic(res.meta.kafka_topic, settle=DELETE_SETTLE_SECONDS)
         log.info("deleted topic %s", name)
 
     async def publish(self, name: str, messages: Sequence[limits.OutgoingMessage]) -> list[str]:

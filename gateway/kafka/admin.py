@@ -177,12 +177,22 @@ class Admin:
         for fut in futures.values():
             await _await(fut, f"configuring Kafka topic {name}", Need("ALTER_CONFIGS", TOPIC, name))
 
-    async def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str, settle: float = 0.0) -> None:
+        """With `settle`, then wait up to that many seconds until the broker asked no longer
+        lists the topic: Kafka has taken a deletion when it answers, but a broker's copy of the
+        metadata may show the topic a moment longer, and a create of the same name meanwhile
+        would take it for one of its own (see Topics.create)."""
         futures = self._client.delete_topics([name], operation_timeout=TIMEOUT)
         try:
             await _await(futures[name], f"deleting Kafka topic {name}", Need("DELETE", TOPIC, name))
         except NotFound:
-            pass
+            return
+        loop = asyncio.get_running_loop()
+        end = loop.time() + settle
+        while settle and loop.time() < end:
+            if await self.partitions(name) is None:
+                return
+            await asyncio.sleep(0.1)
 
     async def remove_topic(self, name: str, settle: float = 5.0) -> None:
         """Delete a topic and make sure it stays gone: a create that timed out may still
