@@ -182,7 +182,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.to_thread(self._fetcher.stop)
-        self._log_reader.stop()
+        await asyncio.to_thread(self._log_reader.stop)
         for sender in self._dead_letter_senders.values():
             await sender.close()
 

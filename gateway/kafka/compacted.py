@@ -51,7 +51,7 @@ class CompactedFollower:
         """Idempotent."""
         reader, self._reader = self._reader, None
         if reader is not None:
-            reader.stop()
+            await asyncio.to_thread(reader.stop)
 
     async def end_offset(self) -> int:
         """The topic's end offset now (librdkafka's own timeout bounds the call)."""

@@ -282,12 +282,6 @@ class TailReader:
                 self._changes.append((False, [TopicPartition(t, p) for t, p in partitions]))
 
     def _run(self) -> None:
-        try:
-            self._follow()
-        finally:  # the consumer is the thread's: it closes it as it leaves (see `stop`)
-            self._consumer.close()
-
-    def _follow(self) -> None:
         consumer = self._consumer
         while self._running:
             self._hand_over()
@@ -354,13 +348,17 @@ class TailReader:
             self._progress = {}
 
     def stop(self) -> None:
-        """Returns at once; idempotent. The reader's thread ends its wait (within
-        TAIL_POLL_SECONDS), hands nothing more to `on_messages`, and closes its consumer."""
+        """Blocking (up to TAIL_POLL_SECONDS, while the reader's thread ends its wait);
+        idempotent. Nothing is handed to `on_messages` after it."""
         if not self._running:
             return
         self._running = False
-        if not self._thread.is_alive() and self._thread.ident is None:  # never started
-            self._consumer.close()
+        if self._thread.is_alive():
+            self._thread.join(5.0)
+            if self._thread.is_alive():  # never close under a poll that outlived the join
+                log.warning("a Kafka reader did not stop within 5 s; its consumer is left open")
+                return
+        self._consumer.close()
 
 
 class FetchListener(Protocol):

@@ -263,9 +263,9 @@ class Producer:
         remaining = await asyncio.to_thread(producer.flush, 10.0)
         if remaining:
             log.warning("producer closed with %d undelivered records", remaining)
-        # The poll thread sees this when its wait ends (within POLL_SECONDS) and lets go of the
-        # producer as it leaves: nothing is left to serve, so nobody waits for it.
         self._running = False
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5.0)
 
     async def __aenter__(self) -> Producer:
         await self.start()
