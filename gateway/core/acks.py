@@ -47,6 +47,12 @@ EXACTLY_ONCE_PATIENCE_SECONDS = 15.0
 # A valid lease does not expire while its ack or deadline change is being written (exactly-once:
 # an ack confirmed must not find its message redelivered): longer than any wait above.
 HOLD_MS = 20_000
+# How long a deadline change that need not be durable before OK (exactly-once off:
+# docs/lease-log.md) may wait to be written: it goes with the subscription's next lease-log
+# write from this process, or after this long. Each write that goes alone costs a produce
+# request of its own, and a receipt modack comes a few milliseconds after the lease write of
+# its delivery and shortly before the ack; deferred, it shares their request.
+DEFER_SECONDS = 0.25
 
 
 # One sequence for every LogWriter of the process: a subscription's runner stopped and started
@@ -69,6 +75,11 @@ class LogWriter:
         self.topic = log_topic
         self._writer = writer_id
         self.writing: set[bytes] = set()
+        # Commands to write with the next write, by partition, in the order deferred, each with
+        # the future its own (key, log offset) goes to (`defer`).
+        self._deferred: dict[int, list[tuple[Command, asyncio.Future[list[tuple[bytes, int]]]]]] = {}
+        self._flush_at: asyncio.TimerHandle | None = None
+        self._flushing: set[asyncio.Future[list[tuple[bytes, int]]]] = set()
 
     def key(self, partition: int) -> bytes:
         return logformat.command_key(partition, self._writer, next(_SEQ))
@@ -83,13 +94,66 @@ class LogWriter:
             self.writing.difference_update(keys)
             raise
 
+    def defer(self, partition: int, cmd: Command) -> asyncio.Future[list[tuple[bytes, int]]]:
+        """Write `cmd` with this writer's next write, or within DEFER_SECONDS; the future has
+        its (key, log offset) once it is durable. Only for what need not be durable before OK:
+        a process that dies first loses it."""
+        loop = asyncio.get_running_loop()
+        written: asyncio.Future[list[tuple[bytes, int]]] = loop.create_future()
+        self._deferred.setdefault(partition, []).append((cmd, written))
+        if self._flush_at is None:
+            self._flush_at = loop.call_later(DEFER_SECONDS, self.flush)
+        return written
+
+    def flush(self) -> None:
+        """Start writing what is deferred: one write per partition, in the order deferred."""
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        deferred, self._deferred = self._deferred, {}
+        for p, entries in deferred.items():
+            # (held here: the loop holds its tasks weakly)
+            self._flushing.add(write := asyncio.ensure_future(self.write(p, [cmd for cmd, _ in entries])))
+            write.add_done_callback(self._flushing.discard)
+            write.add_done_callback(functools.partial(_hand_out, [w for _, w in entries]))
+
+    def drop_deferred(self) -> None:
+        """Forget what is deferred (the subscription is gone, and its log with it)."""
+        if self._flush_at is not None:
+            self._flush_at.cancel()
+            self._flush_at = None
+        deferred, self._deferred = self._deferred, {}
+        for entries in deferred.values():
+            for _, written in entries:
+                written.cancel()
+
     async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
-        """Write commands durably; returns (key, log offset) of each."""
+        """Write commands durably; returns (key, log offset) of each. What is deferred goes
+        too, in a write of its own queued right after this one's records: within the
+        producer's linger, so in the same request."""
+        if self._deferred:
+            self.flush()
         keys = [self.key(partition) for _ in cmds]
         records = [(k, logformat.encode(c), None) for k, c in zip(keys, cmds, strict=True)]
         with self.holding(keys):
             done = await self._producer.send(self.topic, records, partition=partition)
         return [(k, off) for k, (_, off) in zip(keys, done, strict=True)]
+
+
+def _hand_out(
+    futures: list[asyncio.Future[list[tuple[bytes, int]]]], write: asyncio.Future[list[tuple[bytes, int]]]
+) -> None:
+    """The outcome of a write of deferred commands, to each command's own future."""
+    error = None if write.cancelled() else write.exception()
+    for k, future in enumerate(futures):
+        if future.done():
+            continue
+        if write.cancelled():
+            future.cancel()
+        elif error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result([write.result()[k]])
 
 
 class LeaseOwner(Protocol):
@@ -107,6 +171,8 @@ class LeaseOwner(Protocol):
     def order_acks(self, p: int, offsets: list[int]) -> list[int]: ...
 
     def apply_local(self, p: int, cmd: Command, key: bytes | None, settles: bool = False) -> None: ...
+
+    def tell_settled(self, p: int, cmd: Command) -> None: ...
 
     def fold(self, p: int, key: bytes) -> None: ...
 
@@ -235,35 +301,51 @@ class AckPath:
         settles: bool,
         early: bool,
         patience: float | None = None,
+        defer: bool = False,
+        room_first: bool = False,
     ) -> tuple[set[int], dict[int, BaseException]]:
         """Write each partition's command and apply it here once durable. Returns the
         partitions whose write is still under way after `patience` seconds and those whose
         write failed. A late write is applied here when it ends, or, if `early`, at once (and
         when it ends only its key is folded: applying an older deadline change again could
         undo a newer one). With `patience` 0 nothing is waited for; None is
-        SETTLE_PATIENCE_SECONDS."""
+        SETTLE_PATIENCE_SECONDS. `defer`: with the writer's next write (LogWriter.defer).
+
+        `room_first`: commands that end deliveries (`settles`) give their streams room as soon
+        as they are sent, not once durable. The stream's next delivery then goes out while the
+        write is under way, and its lease write shares the write's produce request."""
         patience = SETTLE_PATIENCE_SECONDS if patience is None else patience
         writer = self._writer_of(res)
-        writes = {p: asyncio.ensure_future(writer.write(p, [c])) for p, c in cmds.items()}
+        if defer:
+            writes = {p: writer.defer(p, c) for p, c in cmds.items()}
+        else:
+            writes = {p: asyncio.ensure_future(writer.write(p, [c])) for p, c in cmds.items()}
         if not writes:
             return set(), {}
+        runner = self._runner_of(res.name)
+        told = room_first and settles and runner is not None
+        if told:
+            assert runner is not None
+            for p, cmd in cmds.items():
+                runner.tell_settled(p, cmd)
         if patience > 0:
             await asyncio.wait(writes.values(), timeout=patience)
         late: set[int] = set()
         failed: dict[int, BaseException] = {}
-        runner = self._runner_of(res.name)
+        runner = self._runner_of(res.name)  # (it may have stopped meanwhile)
+        applies = settles and not told  # streams told already need not hear it again
         for p, write in writes.items():
             if not write.done():
                 late.add(p)
                 if early and runner is not None:
-                    runner.apply_local(p, cmds[p], None, settles)
+                    runner.apply_local(p, cmds[p], None, applies)
                 write.add_done_callback(
                     functools.partial(self._written_late, res.name, p, None if early else cmds[p], settles)
                 )
             elif (error := write.exception()) is not None:
                 failed[p] = error
             elif runner is not None:
-                runner.apply_local(p, cmds[p], write.result()[0][0], settles)
+                runner.apply_local(p, cmds[p], write.result()[0][0], applies)
         if settles and runner is not None:
             runner.ready.set()
         return late, failed
@@ -325,7 +407,12 @@ class AckPath:
             # A deadline change (a nack included) need not be durable before OK: lost, it
             # only moves a redelivery (docs/lease-log.md). It takes effect here at once.
             patience = SETTLE_PATIENCE_SECONDS if seconds is None else 0.0
-            _, failed = await self._write(res, cmds, settles, early=True, patience=patience)
+            # An extension or receipt modack is written with the next write (a nack at once:
+            # its message is redelivered now, and the log should say so soon).
+            defer = bool(seconds)
+            _, failed = await self._write(
+                res, cmds, settles, early=True, patience=patience, defer=defer, room_first=True
+            )
             _count(runner, valid, seconds, failed.keys())
             if failed:
                 raise next(iter(failed.values()))

@@ -177,6 +177,9 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._discard = discard
         if discard:  # before leaving the group: once it is empty, the deleter removes both groups
             self._log_reader.drop_progress()
+            self.writer.drop_deferred()
+        else:  # deadline changes waiting for a write go now, ahead of the final checkpoints
+            self.writer.flush()
         self.ready.set()  # wake streams waiting on us: they end and their clients reconnect
         for task in self._tasks:
             task.cancel()
@@ -461,7 +464,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             state.apply(cmd, now_ms())
         if key is not None:
             self._claim(p, (key,))
-        if settles and self.settle_listeners:
+        if settles:
+            self.tell_settled(p, cmd)
+
+    def tell_settled(self, p: int, cmd: Command) -> None:
+        """Tell the streams that the command (an ack or a nack) ends their deliveries: they
+        have room for more."""
+        if self.settle_listeners:
             offsets = _offsets_of(cmd)
             for listener in list(self.settle_listeners):
                 listener(p, offsets)

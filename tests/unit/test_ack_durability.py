@@ -29,6 +29,8 @@ class Owner:
         self.ready = asyncio.Event()
         self.tally = Tally()
         self.applied: list[Command] = []
+        self.told: list[Command] = []  # commands the streams heard of (tell_settled)
+        self.told_in_apply: list[Command] = []
 
     def owns(self, p: int) -> bool:
         return p == 0
@@ -43,6 +45,11 @@ class Owner:
 
     def apply_local(self, p: int, cmd: Command, key: bytes | None, settles: bool = False) -> None:
         self.applied.append(cmd)
+        if settles:
+            self.told_in_apply.append(cmd)
+
+    def tell_settled(self, p: int, cmd: Command) -> None:
+        self.told.append(cmd)
 
     def fold(self, p: int, key: bytes) -> None:
         pass
@@ -55,11 +62,17 @@ class StuckWriter:
 
     def __init__(self) -> None:
         self.writes = 0
+        self.deferred = 0
 
     async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
         self.writes += 1
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
+
+    def defer(self, partition: int, cmd: Command) -> asyncio.Future[list[tuple[bytes, int]]]:
+        self.writes += 1
+        self.deferred += 1
+        return asyncio.get_running_loop().create_future()
 
 
 class SlowWriter:
@@ -75,6 +88,9 @@ class SlowWriter:
         self.writes += 1
         await asyncio.sleep(self.seconds)
         return [(b"key", 0) for _ in cmds]
+
+    def defer(self, partition: int, cmd: Command) -> asyncio.Future[list[tuple[bytes, int]]]:
+        raise AssertionError("exactly-once writes nothing later: it waits for each write")
 
 
 def _subscription(exactly_once_on: bool) -> StoredSubscription:
@@ -118,15 +134,35 @@ async def test_exactly_once_confirms_nothing_that_is_not_written(seconds: int | 
 
 
 async def test_without_exactly_once_a_deadline_change_answers_at_once() -> None:
-    owner, error = await _settle(False, 30)
+    writer = StuckWriter()
+    owner, error = await _settle(False, 30, writer)
     assert error is None
     assert len(owner.applied) == 1
+    assert writer.deferred == 1  # written with the log's next write (LogWriter.defer)
+    assert owner.told == owner.told_in_apply == []  # an extension ends no delivery
+
+
+async def test_without_exactly_once_a_nack_is_written_at_once_and_frees_room_at_once() -> None:
+    writer = StuckWriter()
+    owner, error = await _settle(False, 0, writer)
+    assert error is None
+    assert writer.deferred == 0
+    assert len(owner.told) == 1 and owner.told_in_apply == []
 
 
 async def test_without_exactly_once_an_ack_waits_its_patience_then_holds_here() -> None:
     owner, error = await _settle(False, None)
     assert error is None
     assert len(owner.applied) == 1
+    # The streams had room for more before the write ended, and are not told twice.
+    assert len(owner.told) == 1 and owner.told_in_apply == []
+
+
+@pytest.mark.parametrize("seconds", [None, 0], ids=["ack", "nack"])
+async def test_exactly_once_frees_room_only_once_written(seconds: int | None) -> None:
+    owner, error = await _settle(True, seconds, SlowWriter(0.1))
+    assert error is None
+    assert owner.told == [] and len(owner.told_in_apply) == 1
 
 
 @pytest.mark.parametrize("seconds", [None, 0, 30], ids=["ack", "nack", "extend"])
