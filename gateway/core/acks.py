@@ -262,14 +262,14 @@ def _count(
     """Count the acks (seconds None) and nacks (0) the owner accepted and wrote, for /metrics."""
     if runner is None or seconds not in (None, 0) or not valid:
         return
-    skip = set(unwritten)
-    refs = itertools.chain.from_iterable(
-        zip(itertools.repeat(p), n.offsets) for p, n in valid.items() if p not in skip
-    )
-    if seconds is None:
-        runner.tally.on_acked(refs, now_ms())
-    else:
-        runner.tally.on_nacked(refs)
+    skip, now, tally = set(unwritten), now_ms(), runner.tally
+    for p, named in valid.items():
+        if p in skip:
+            continue
+        if seconds is None:
+            tally.on_acked(p, named.offsets, now)
+        else:
+            tally.on_nacked(p, named.offsets)
 
 
 class AckPath:

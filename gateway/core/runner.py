@@ -712,7 +712,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 ]
             )
         self.apply_local(p, ack, key, settles=True)
-        self.tally.on_dead_lettered((p, o) for o, _, _ in dead)
+        self.tally.on_dead_lettered(p, [o for o, _, _ in dead])
         log.info("%s: dead-lettered %d messages of partition %d", self.name, len(dead), p)
 
     # -- truncation policy (docs/truncation.md) ---------------------------------------------

@@ -17,7 +17,7 @@ import bisect
 import collections
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
 OTHER = "_other"
@@ -32,7 +32,7 @@ MAX_TIMED = 100_000
 # its partition moved): its entry is dropped when the table is pruned.
 TIMED_FOR_MS = 3_600_000
 
-_partition_offset = operator.itemgetter(0, 1)
+_partition, _offset = operator.itemgetter(0), operator.itemgetter(1)
 
 # Push outcomes, as Cloud Monitoring's push_request_count labels them (response_class).
 PUSH_CLASSES = (
@@ -72,6 +72,7 @@ class Tally:
         "nacked",
         "push",
         "sent_ms",
+        "timed",
     )
 
     def __init__(self) -> None:
@@ -84,23 +85,42 @@ class Tally:
         self.ack_latency_buckets = [0] * (len(ACK_LATENCY_BOUNDS_MS) + 1)
         self.ack_latency_sum_ms = 0
         self.push = dict.fromkeys(PUSH_CLASSES, 0)
-        self.sent_ms: dict[tuple[int, int], int] = {}  # (partition, offset) -> delivered at
+        # Delivery times: partition -> {offset: delivered at}, by partition so that an offset,
+        # an int, is the key (no tuple built and hashed per message), with their count.
+        self.sent_ms: dict[int, dict[int, int]] = {}
+        self.timed = 0
 
     def on_delivered(self, taken: Sequence[tuple[int, int, int, object]], now_ms: int) -> None:
         """Messages handed to a client: (partition, offset, generation, record) each."""
         self.delivered += len(taken)
-        sent = self.sent_ms
-        if len(sent) >= MAX_TIMED:
+        if self.timed >= MAX_TIMED:
             self.prune(now_ms)
-            if len(sent) >= MAX_TIMED:
+            if self.timed >= MAX_TIMED:
                 return
-        sent.update(zip(map(_partition_offset, taken), itertools.repeat(now_ms)))
+        sent, at = self.sent_ms, itertools.repeat(now_ms)
+        for p, run in itertools.groupby(taken, _partition):  # (a delivery's messages come by partition)
+            times = sent.get(p)
+            if times is None:
+                times = sent[p] = {}
+            before = len(times)
+            times.update(zip(map(_offset, run), at, strict=False))  # (`at` repeats)
+            self.timed += len(times) - before
 
-    def on_acked(self, refs: Iterable[tuple[int, int]], now_ms: int) -> None:
-        """Acks the owner accepted, (partition, offset) each: counted, and timed when their
-        delivery was. The messages of one delivery share its time: each time is placed in a
-        bucket once."""
-        delivered = list(map(self.sent_ms.pop, refs, itertools.repeat(None)))
+    def _forget(self, p: int, offsets: Sequence[int]) -> list[int | None]:
+        """The delivery time of each offset (None: not timed here), forgotten."""
+        times = self.sent_ms.get(p)
+        if times is None:
+            return [None] * len(offsets)
+        before = len(times)
+        found = list(map(times.pop, offsets, itertools.repeat(None)))
+        self.timed -= before - len(times)
+        return found
+
+    def on_acked(self, p: int, offsets: Sequence[int], now_ms: int) -> None:
+        """Acks the owner accepted, of these offsets of partition p: counted, and timed when
+        their delivery was. The messages of one delivery share its time: each time is placed
+        in a bucket once."""
+        delivered = self._forget(p, offsets)
         self.acked += len(delivered)
         buckets, total = self.ack_latency_buckets, 0
         for at, n in collections.Counter(delivered).items():
@@ -110,24 +130,16 @@ class Tally:
                 buckets[bisect.bisect_left(ACK_LATENCY_BOUNDS_MS, ms)] += n
         self.ack_latency_sum_ms += total
 
-    def on_nacked(self, refs: Iterable[tuple[int, int]]) -> None:
-        sent = self.sent_ms
-        n = 0
-        for ref in refs:
-            n += 1
-            sent.pop(ref, None)
-        self.nacked += n
+    def on_nacked(self, p: int, offsets: Sequence[int]) -> None:
+        self._forget(p, offsets)
+        self.nacked += len(offsets)
 
     def on_expired(self, n: int) -> None:
         self.expired += n
 
-    def on_dead_lettered(self, refs: Iterable[tuple[int, int]]) -> None:
-        sent = self.sent_ms
-        n = 0
-        for ref in refs:
-            n += 1
-            sent.pop(ref, None)
-        self.dead_lettered += n
+    def on_dead_lettered(self, p: int, offsets: Sequence[int]) -> None:
+        self._forget(p, offsets)
+        self.dead_lettered += len(offsets)
 
     def on_pushed(self, ok: bool, detail: str, refused: bool) -> None:
         self.push[push_class(ok, detail, refused)] += 1
@@ -135,9 +147,12 @@ class Tally:
     def prune(self, now_ms: int) -> None:
         """Forget delivery times older than TIMED_FOR_MS."""
         limit = now_ms - TIMED_FOR_MS
-        stale = [ref for ref, at in self.sent_ms.items() if at < limit]
-        for ref in stale:
-            del self.sent_ms[ref]
+        for p, times in list(self.sent_ms.items()):
+            for offset in [o for o, at in times.items() if at < limit]:
+                del times[offset]
+            if not times:
+                del self.sent_ms[p]
+        self.timed = sum(map(len, self.sent_ms.values()))
 
 
 class TopicTally:

@@ -38,17 +38,30 @@ def record(offset: int, data: bytes = b"x" * 10, published: int = 1_000) -> Reco
 def test_acks_are_counted_and_timed_from_their_delivery() -> None:
     t = Tally()
     t.on_delivered([(0, 1, 1, None), (0, 2, 1, None), (1, 7, 1, None)], now_ms=1_000)
-    t.on_acked([(0, 1), (1, 7)], now_ms=1_004)  # 4 ms: the 5 ms bucket
-    t.on_acked([(0, 99)], now_ms=2_000)  # never delivered here (another process): counted, not timed
-    t.on_nacked([(0, 2)])
-    t.on_dead_lettered([(5, 5)])
-    assert (t.delivered, t.acked, t.nacked, t.dead_lettered) == (3, 3, 1, 1)
+    t.on_acked(0, [1], now_ms=1_004)  # 4 ms: the 5 ms bucket
+    t.on_acked(1, [7], now_ms=1_004)
+    t.on_acked(0, [99], now_ms=2_000)  # never delivered here (another process): counted, not timed
+    t.on_acked(3, [5], now_ms=2_000)  # nor anything of its partition
+    t.on_nacked(0, [2])
+    t.on_dead_lettered(5, [5])
+    assert (t.delivered, t.acked, t.nacked, t.dead_lettered) == (3, 4, 1, 1)
     assert t.ack_latency_buckets[0] == 2 and sum(t.ack_latency_buckets) == 2
     assert t.ack_latency_sum_ms == 8
-    assert t.sent_ms == {}  # acks and nacks forget their deliveries
+    assert t.timed == 0 and not any(t.sent_ms.values())  # acks and nacks forget their deliveries
     t.on_delivered([(0, 3, 1, None)], now_ms=0)
-    t.on_acked([(0, 3)], now_ms=700_000)  # past the last bound: the +Inf bucket
+    t.on_acked(0, [3], now_ms=700_000)  # past the last bound: the +Inf bucket
     assert t.ack_latency_buckets[-1] == 1
+
+
+def test_a_delivery_across_partitions_is_timed_by_partition() -> None:
+    t = Tally()
+    t.on_delivered([(0, 1, 1, None), (0, 2, 1, None), (1, 1, 1, None), (0, 3, 1, None)], now_ms=10)
+    assert t.sent_ms == {0: {1: 10, 2: 10, 3: 10}, 1: {1: 10}} and t.timed == 4
+    t.on_delivered([(0, 1, 2, None)], now_ms=20)  # delivered again: timed from the new delivery
+    assert t.timed == 4
+    t.on_acked(0, [1, 3], now_ms=30)
+    assert t.sent_ms == {0: {2: 10}, 1: {1: 10}} and t.timed == 2
+    assert t.ack_latency_sum_ms == 10 + 20
 
 
 def test_delivery_times_are_bounded_and_pruned(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,9 +69,9 @@ def test_delivery_times_are_bounded_and_pruned(monkeypatch: pytest.MonkeyPatch) 
     t = Tally()
     t.on_delivered([(0, o, 1, None) for o in range(3)], now_ms=0)
     t.on_delivered([(0, 3, 1, None)], now_ms=1)  # full, and nothing old enough to drop
-    assert len(t.sent_ms) == 3 and t.delivered == 4
+    assert t.timed == 3 and t.delivered == 4 and 3 not in t.sent_ms[0]
     t.on_delivered([(0, 4, 1, None)], now_ms=tally.TIMED_FOR_MS + 10)  # the old ones go
-    assert t.sent_ms == {(0, 4): tally.TIMED_FOR_MS + 10}
+    assert t.sent_ms == {0: {4: tally.TIMED_FOR_MS + 10}} and t.timed == 1
 
 
 @pytest.mark.parametrize(
