@@ -187,24 +187,28 @@ class Admin:
             await _await(futures[name], f"deleting Kafka topic {name}", Need("DELETE", TOPIC, name))
         except NotFound:
             return
-        loop = asyncio.get_running_loop()
-        end = loop.time() + settle
-        while settle and loop.time() < end:
-            if await self.partitions(name) is None:
-                return
-            await asyncio.sleep(0.1)
+        if settle:
+            await self._gone_within(name, settle, pause=0.1)
 
     async def remove_topic(self, name: str, settle: float = 5.0) -> None:
         """Delete a topic and make sure it stays gone: a create that timed out may still
         complete a moment later (undoing a create that failed half way)."""
-        loop = asyncio.get_running_loop()
-        end = loop.time() + settle
         await self.delete_topic(name)
+        if not await self._gone_within(name, settle, pause=0.25, delete_again=True):
+            raise Unavailable(f"Kafka topic {name} still exists {settle:.0f} s after its deletion")
+
+    async def _gone_within(self, name: str, seconds: float, pause: float, delete_again: bool = False) -> bool:
+        """Whether the broker asked stops listing the topic within `seconds`, asking every
+        `pause` seconds, and with `delete_again` deleting it again before each new look."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
         while await self.partitions(name) is not None:
-            if loop.time() > end:
-                raise Unavailable(f"Kafka topic {name} still exists {settle:.0f} s after its deletion")
-            await asyncio.sleep(0.25)
-            await self.delete_topic(name)
+            if loop.time() >= end:
+                return False
+            await asyncio.sleep(pause)
+            if delete_again:
+                await self.delete_topic(name)
+        return True
 
     async def answers(self, topic: str, wait: float) -> None:
         """UNAVAILABLE unless the cluster answers within `wait` s a Metadata request for `topic`
