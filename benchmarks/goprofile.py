@@ -113,7 +113,8 @@ def _profile(
         fill(bench, topic, args.messages)
         api.take_one(sub)
         cmd = [spy, "record", "--pid", str(pid), "--rate", str(args.rate), "--format", "raw"]
-        cmd += ["--output", str(stacks), "--nonblocking", *(["--native"] if args.native else [])]
+        # (py-spy reads C frames only of a stopped process: --native pauses it at each sample)
+        cmd += ["--output", str(stacks), *(["--native"] if args.native else ["--nonblocking"])]
         cmd += [] if args.all_threads else ["--gil"]
         recorder = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.0)  # py-spy attaches
