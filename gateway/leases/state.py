@@ -442,14 +442,30 @@ class PartitionState(Generic[R]):
         self._lease(offset, gen, deadline_ms)
 
     def _apply_deadline(self, entries: Iterable[tuple[int, int]], deadline_ms: int, now_ms: int) -> None:
+        leases = self.leases
+        if deadline_ms <= now_ms or self.key_of is not None:
+            for offset, gen in entries:
+                lease = leases.get(offset)
+                if lease is None or lease[0] != gen:
+                    continue  # stale ack id: that delivery is over
+                if deadline_ms <= now_ms:
+                    self._release(offset, now_ms)
+                else:
+                    self._lease(offset, gen, deadline_ms)
+            return
+        # Once per message of every receipt modack and extension: `_lease`, inlined, with the
+        # one deadline's bucket looked up once (no ordering keys to keep here).
+        if self._due_entries > 2 * len(leases) + STALE_SLACK:
+            self._compact_expiry()
+        due, moved = self._due_at(deadline_ms), 0
         for offset, gen in entries:
-            lease = self.leases.get(offset)
+            lease = leases.get(offset)
             if lease is None or lease[0] != gen:
                 continue  # stale ack id: that delivery is over
-            if deadline_ms <= now_ms:
-                self._release(offset, now_ms)
-            else:
-                self._lease(offset, gen, deadline_ms)
+            leases[offset] = (gen, deadline_ms)
+            due.append(offset)
+            moved += 1
+        self._due_entries += moved
 
     def _apply_checkpoint(self, cp: Checkpoint) -> None:
         if cp.epoch > self.epoch:  # a seek
