@@ -23,7 +23,7 @@ from gateway.core.tally import Tally, TopicTally
 from gateway.leases.state import PartitionState
 from gateway.observe import backlog, rpc
 from gateway.translate.limits import OutgoingMessage
-from gateway.translate.records import Record
+from gateway.translate.records import Record, record
 
 BATCH = 1000
 ROUNDS = 9
@@ -108,7 +108,7 @@ def scrape() -> None:
     states = []
     for p in range(64):
         state: PartitionState[Record] = PartitionState(p, 0)
-        state.add_records((o, Record(p, o, o, None, b"x" * 1024, None)) for o in range(125))  # 8000 held
+        state.add_records((o, record(p, o, o, None, b"x" * 1024, None)) for o in range(125))  # 8000 held
         state.take(50, now_ms=0, deadline_ms=10_000)
         states.append(state)
     per = _per_message(lambda: [backlog.of(s, 10_000) for s in states], len(states))

@@ -22,7 +22,7 @@ from gateway.errors import PermissionDenied
 from gateway.kafka import client_config
 from gateway.kafka.acls import GROUP, TOPIC, Need, denial, refused_resource
 from gateway.kafka.clientlog import client_logger
-from gateway.translate.records import Record
+from gateway.translate.records import RECEIVED_MESSAGE_OVERHEAD, Record, wire_size
 
 log = logging.getLogger(__name__)
 _rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
@@ -64,16 +64,17 @@ _new_record = functools.partial(tuple.__new__, Record)
 
 
 def to_record(msg: confluent_kafka.Message) -> Record:
-    headers = msg.headers()
-    return _new_record(  # partition, offset, timestamp_ms, key, value, headers
-        (
-            msg.partition() or 0,
-            msg.offset() or 0,
-            msg.timestamp()[1],
-            msg.key(),
-            msg.value(),
-            list(headers.items()) if isinstance(headers, dict) else headers,
-        )
+    """`records.record` of a fetched message, without its calls for the common record: a value,
+    no key, no headers (what Pub/Sub publishers without ordering keys or attributes write)."""
+    headers, key, value = msg.headers(), msg.key(), msg.value()
+    if isinstance(headers, dict):
+        headers = list(headers.items())
+    if headers is None and key is None and value is not None:
+        size, wire = len(value), len(value) + RECEIVED_MESSAGE_OVERHEAD  # (records.wire_size)
+    else:
+        size, wire = len(value or b"") + len(key or b""), wire_size(key, value, headers)
+    return _new_record(  # partition, offset, timestamp_ms, key, value, headers, size, wire_size
+        (msg.partition() or 0, msg.offset() or 0, msg.timestamp()[1], key, value, headers, size, wire)
     )
 
 

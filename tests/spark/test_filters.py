@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from gateway.translate import filters
-from gateway.translate.records import Record, to_message
+from gateway.translate.records import record, to_message
 from spark.filters import compile_filter
 from spark.messages import pubsub_view
 from tests.spark.conftest import SPARK_WARNINGS
@@ -120,7 +120,7 @@ def _check(spark: SparkSession, texts: list[str], records: list[tuple[bytes | No
     predicates = [filters.parse(t, max_bytes=None) for t in texts]  # as delivery compiles them
     mismatches = []
     for i, (key, headers) in enumerate(records):
-        attributes = to_message(Record(0, i, 0, key, None, headers)).attributes
+        attributes = to_message(record(0, i, 0, key, None, headers)).attributes
         for j, (text, predicate) in enumerate(zip(texts, predicates, strict=True)):
             assert predicate is not None
             if predicate(attributes) is not got[i][f"f{j}"]:
@@ -135,7 +135,7 @@ def test_spark_and_the_gateway_agree_on_every_case(spark: SparkSession) -> None:
 
 def test_each_table_filter_matches_some_record_and_misses_another() -> None:
     """The table is not vacuous: each filter tells records apart (lone surrogates excepted)."""
-    attrs = [to_message(Record(0, i, 0, k, None, h)).attributes for i, (k, h) in enumerate(RECORDS)]
+    attrs = [to_message(record(0, i, 0, k, None, h)).attributes for i, (k, h) in enumerate(RECORDS)]
     for text in FILTERS:
         predicate = filters.parse(text)
         assert predicate is not None

@@ -11,7 +11,7 @@ from pyspark.sql import types as T
 
 from gateway.leases import logformat
 from gateway.leases.commands import Ack, Checkpoint
-from gateway.translate.records import Record, message_id, to_message
+from gateway.translate.records import message_id, record, to_message
 from spark import acklog
 from spark.acks import commands
 from spark.messages import pubsub_view
@@ -60,7 +60,7 @@ def test_pubsub_view_matches_the_gateway(spark: SparkSession) -> None:
     ]
     got = {r["offset"]: r for r in pubsub_view(spark.createDataFrame(rows, KAFKA_SCHEMA)).collect()}
     for key, value, p, offset, ts, headers in rows:
-        want = to_message(Record(p, offset, int((ts - EPOCH).total_seconds() * 1000), key, value, headers))
+        want = to_message(record(p, offset, int((ts - EPOCH).total_seconds() * 1000), key, value, headers))
         row = got[offset]
         assert row["message_id"] == want.message_id == message_id(p, offset)
         assert bytes(row["data"]) == want.data

@@ -12,7 +12,7 @@ from gateway._pb.tech.label.label_pb2 import Label
 from gateway.errors import InvalidArgument
 from gateway.legacy import events, labels
 from gateway.translate import records
-from gateway.translate.records import Record
+from gateway.translate.records import record
 
 HYP = hsettings(max_examples=200, deadline=None, database=None)
 keys = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)
@@ -28,7 +28,7 @@ def _label(key: str, value: str | int) -> Label:
 
 def _through_kafka(attributes: dict[str, str], numeric: tuple[str, ...]) -> records.MessageView:
     key, value, headers = records.to_record(b"d", attributes, "", numeric)
-    return records.to_message(Record(0, 7, 1000, key, value, headers))
+    return records.to_message(record(0, 7, 1000, key, value, headers))
 
 
 def test_strings_and_numbers_become_attributes() -> None:
@@ -77,7 +77,7 @@ def test_only_exact_int64_decimals_are_numbers(text: str) -> None:
 
 
 def test_a_foreign_numeric_header_is_ignored() -> None:
-    rec = Record(0, 1, 0, None, b"x", [(records.NUMERIC_HEADER, b"not json"), ("n", b"5")])
+    rec = record(0, 1, 0, None, b"x", [(records.NUMERIC_HEADER, b"not json"), ("n", b"5")])
     view = records.to_message(rec)
     assert view.attributes == {"n": "5"} and view.numeric == frozenset()
     assert events.message_event("s", view).message.label[0].str_value == "5"

@@ -22,6 +22,7 @@ from gateway.leases.commands import Ack
 from gateway.leases.state import PartitionState
 from gateway.observe import backlog, health, logs, rpc
 from gateway.settings import SettingsError
+from gateway.translate import records
 from gateway.translate.limits import OutgoingMessage, check_publish
 from gateway.translate.records import Record
 from gateway.wire.rest import Aborted, CallContext, Code
@@ -29,7 +30,7 @@ from tests.unit.test_settings import parse
 
 
 def record(offset: int, data: bytes = b"x" * 10, published: int = 1_000) -> Record:
-    return Record(0, offset, published + offset, b"key", data, [("a", "bc")])
+    return records.record(0, offset, published + offset, b"key", data, [("a", "bc")])
 
 
 # -- tallies -------------------------------------------------------------------------------

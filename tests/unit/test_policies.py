@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gateway.core import policies
 from gateway.core.policies import backoff_of, dead_letter_headers
 from gateway.errors import InvalidArgument
-from gateway.translate.records import Record
+from gateway.translate.records import Record, record
 
 HYP = hsettings(max_examples=200, deadline=None, database=None)
 SUB = "projects/proj-1/subscriptions/sub-a"
@@ -80,7 +80,7 @@ def test_backoff_never_exceeds_the_maximum(lo: int, hi: int) -> None:
 
 
 def _record(timestamp_ms: int, headers: Any = None) -> Record:
-    return Record(partition=2, offset=17, timestamp_ms=timestamp_ms, key=b"k", value=b"v", headers=headers)
+    return record(partition=2, offset=17, timestamp_ms=timestamp_ms, key=b"k", value=b"v", headers=headers)
 
 
 def test_dead_letter_headers_keep_the_originals_and_add_the_source() -> None:

@@ -21,7 +21,7 @@ from gateway.push.auth import TokenSigner
 from gateway.push.body import PushRequest
 from gateway.push.http_push import HttpPusher
 from gateway.push.sender import Outcome
-from gateway.translate.records import Record
+from gateway.translate.records import Record, record
 
 SUB = "projects/p/subscriptions/s"
 
@@ -88,7 +88,7 @@ class FakeCore:
     def delivery(self, mid: str) -> FakeDelivery:
         self.attempts[mid] = self.attempts.get(mid, 0) + 1
         offset = int(mid[1:])
-        return FakeDelivery(mid, Record(0, offset, 0, self.key_of(offset), mid.encode(), None), 0)
+        return FakeDelivery(mid, record(0, offset, 0, self.key_of(offset), mid.encode(), None), 0)
 
     async def open_stream(self, name: str, deadline: int, max_messages: int, max_bytes: int) -> FakeSession:
         assert (name, max_bytes) == (SUB, 0) and max_messages >= 1

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway.core.runner import Delivery
 from gateway.translate import records
-from gateway.translate.records import Record
+from gateway.translate.records import Record, record
 from gateway.wire import received
 
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
@@ -21,7 +21,7 @@ headers = st.lists(
     max_size=4,
 )
 plain_records = st.builds(
-    Record,
+    record,
     partition=st.integers(0, 1000),
     offset=st.integers(0, (1 << 40) - 1),
     timestamp_ms=st.one_of(
@@ -34,7 +34,7 @@ plain_records = st.builds(
 any_records = st.one_of(
     plain_records,
     st.builds(
-        Record,
+        record,
         partition=st.integers(0, 1000),
         offset=st.integers(0, (1 << 40) - 1),
         timestamp_ms=st.integers(-(10**13), 10**13),
@@ -94,8 +94,8 @@ def test_any_record_decodes_to_what_the_runtime_builds(got: list[Delivery]) -> N
 
 def test_a_response_is_its_messages_and_the_rest_of_it() -> None:
     got = [
-        Delivery("a-1", Record(2, 7, 1_700_000_000_123, None, b"x", None), 0),
-        Delivery("a-2", Record(2, 8, 1_700_000_000_123, b"k", b"y", [("s", b"v"), ("t", b"\xff")]), 3),
+        Delivery("a-1", record(2, 7, 1_700_000_000_123, None, b"x", None), 0),
+        Delivery("a-2", record(2, 8, 1_700_000_000_123, b"k", b"y", [("s", b"v"), ("t", b"\xff")]), 3),
     ]
     head = pb.StreamingPullResponse(
         subscription_properties=pb.StreamingPullResponse.SubscriptionProperties(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 
+import confluent_kafka
 import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from gateway.kafka import consumer as kafka_consumer
 from gateway.translate import records
 from gateway.translate.records import Record
 
@@ -31,7 +33,7 @@ def record(
     offset: int = 0,  # type: ignore[no-untyped-def]
     timestamp_ms: int = 1,
 ) -> Record:
-    return Record(partition, offset, timestamp_ms, key, value, headers)
+    return records.record(partition, offset, timestamp_ms, key, value, headers)
 
 
 @HYP
@@ -189,3 +191,22 @@ def test_any_foreign_record_maps(
 @pytest.mark.parametrize(("value", "key", "size"), [(b"abc", b"kk", 5), (None, None, 0), (b"", b"k", 1)])
 def test_size(value: bytes | None, key: bytes | None, size: int) -> None:
     assert record(key, value, None).size == size
+
+
+@HYP
+@given(
+    key=st.one_of(st.none(), st.binary(max_size=40)),
+    value=st.one_of(st.none(), st.binary(max_size=300)),
+    headers=st.one_of(
+        st.none(),
+        st.lists(st.tuples(st.text(min_size=1, max_size=10), st.one_of(st.none(), st.binary(max_size=20)))),
+    ),
+)
+def test_a_fetched_message_becomes_the_record_records_makes(
+    key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes | None]] | None
+) -> None:
+    """kafka/consumer.py's `to_record` works the sizes out itself for the common record."""
+    msg = confluent_kafka.Message(
+        topic="t", partition=3, offset=17, key=key, value=value, headers=headers, timestamp=(1, 1_234)
+    )
+    assert kafka_consumer.to_record(msg) == records.record(3, 17, 1_234, key, value, headers)

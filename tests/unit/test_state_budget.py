@@ -7,7 +7,7 @@ import pytest
 
 from gateway.leases.commands import Ack
 from gateway.leases.state import Budget, PartitionState
-from gateway.translate.records import MAX_GRPC_MESSAGE, RECEIVED_MESSAGE_OVERHEAD, Record
+from gateway.translate.records import MAX_GRPC_MESSAGE, RECEIVED_MESSAGE_OVERHEAD, record
 
 T0 = 1_000_000
 DL = T0 + 10_000
@@ -69,9 +69,9 @@ def test_ordered_key_that_did_not_fit_keeps_its_order() -> None:
 
 
 def test_a_records_wire_size_covers_what_a_received_message_carries() -> None:
-    r = Record(0, 5, 0, b"key", b"x" * 1000, [("a", b"\xff" * 30), ("b", None)])
+    r = record(0, 5, 0, b"key", b"x" * 1000, [("a", b"\xff" * 30), ("b", None)])
     assert r.wire_size >= 1000 + 3 + 2 * 1 + 40 + 2 + RECEIVED_MESSAGE_OVERHEAD
-    assert Record(0, 5, 0, None, None, None).wire_size == RECEIVED_MESSAGE_OVERHEAD
+    assert record(0, 5, 0, None, None, None).wire_size == RECEIVED_MESSAGE_OVERHEAD
 
 
 def test_the_response_limit_is_a_setting_within_what_grpc_sends() -> None:

@@ -16,7 +16,7 @@ from gateway.leases import trim
 from gateway.leases.trim import PartitionView
 from gateway.translate import ackids, meta
 from gateway.translate.meta import SubscriptionMeta
-from gateway.translate.records import Record
+from gateway.translate.records import record as make_record
 
 HYP = hsettings(max_examples=200, deadline=None, database=None)
 uids = st.from_regex(r"[0-9a-f]{8}", fullmatch=True)
@@ -98,7 +98,7 @@ def test_the_policy_comes_from_the_record() -> None:
 
 
 def test_stored_size_counts_data_key_and_attributes() -> None:
-    record = Record(0, 0, 0, b"key", b"12345", [("a", b"xy"), ("b", None)])
+    record = make_record(0, 0, 0, b"key", b"12345", [("a", b"xy"), ("b", None)])
     assert trim.stored_size(record) == 5 + 3 + 1 + 2 + 1
     assert trim.held({7: record}) == [(7, 0, 12)]
 
