@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar, get_type_hints
 
 from gateway.kafka import FORCED as FORCED_KAFKA_CONFIG
+from gateway.kafka import reordering
 from gateway.translate import endpoints, names
 from gateway.translate.records import MAX_GRPC_MESSAGE
 
@@ -498,6 +499,8 @@ class Settings:
                     f"--kafka-config {key} cannot be set: the gateway creates every "
                     "topic explicitly, and never lets a client create one"
                 )
+        if why := reordering(self.kafka_config):
+            raise SettingsError(f"--kafka-config: {why}")
         if self.kafka_heap_mb < 128:
             raise SettingsError("--kafka-heap-mb must be at least 128")
         if not 0 <= self.kafka_max_restarts <= 100:

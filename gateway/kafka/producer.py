@@ -25,7 +25,7 @@ from typing import Any
 import confluent_kafka
 
 from gateway.errors import InvalidArgument, Unavailable
-from gateway.kafka import client_config
+from gateway.kafka import IN_FLIGHT, client_config, is_on, reordering
 from gateway.kafka.acls import CLUSTER, TOPIC, TRANSACTIONAL_ID, Need, denial
 from gateway.kafka.clientlog import client_logger
 from gateway.translate.limits import MAX_MESSAGES_PER_PUBLISH
@@ -201,19 +201,21 @@ async def _queue_run(
         await asyncio.sleep(0.005)  # let the poll thread drain the queue
 
 
-def _is_on(value: object) -> bool:
-    """A librdkafka boolean setting, given as a bool or as librdkafka's strings."""
-    return value is True or str(value).lower() in ("true", "1")
-
-
 class Producer:
     """Idempotent, acks=all producer shared by the whole process."""
 
     def __init__(
         self, config: Mapping[str, str | int | bool], extra: Mapping[str, Any] | None = None
     ) -> None:
-        """`extra`: more of librdkafka's configuration, callbacks too (kafka/stats.py's)."""
+        """`extra`: more of librdkafka's configuration, callbacks too (kafka/stats.py's).
+        A `config` that turns idempotence off gets one request on the wire at a time, and one
+        that also asks for more is refused (ValueError): a partition's records stay in order."""
+        if why := reordering(config):
+            raise ValueError(why)
         self._extra = dict(extra or {})
+        # Without idempotence only one request at a time keeps a retry from landing behind a
+        # later request (the broker's sequence numbers do that for an idempotent producer).
+        in_flight = MAX_IN_FLIGHT if is_on(config.get("enable.idempotence", True)) else 1
         self._config = client_config(
             config,
             {
@@ -223,16 +225,16 @@ class Producer:
                 "linger.ms": LINGER_MS,
                 "batch.size": BATCH_BYTES,
                 "batch.num.messages": BATCH_RECORDS,
-                "max.in.flight.requests.per.connection": MAX_IN_FLIGHT,
+                IN_FLIGHT: in_flight,
                 "message.max.bytes": 12_000_000,
                 "queue.buffering.max.messages": 200_000,
                 "queue.buffering.max.kbytes": 262_144,
                 "delivery.timeout.ms": 30_000,
             },
         )
-        # Whether a partition's records are written in the order they were queued, whatever
-        # the retries (the user's configuration may turn idempotence off).
-        self._ordered = _is_on(self._config["enable.idempotence"])
+        # Whether a run to one partition may share one delivery callback: only an idempotent
+        # producer's broker gives out a run's offsets in the order it was queued.
+        self._ordered = is_on(self._config["enable.idempotence"])
         self._producer: confluent_kafka.Producer | None = None
         self._thread: threading.Thread | None = None
         self._running = False

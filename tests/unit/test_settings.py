@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,13 @@ def test_kafka_config_flags() -> None:
 def test_kafka_config_bad(item: str) -> None:
     with pytest.raises(SettingsError, match="--kafka-config"):
         parse(["--kafka-config", item])
+
+
+def test_kafka_config_that_would_reorder_a_partition_is_refused() -> None:
+    off = ["--kafka-config", "enable.idempotence=false"]
+    with pytest.raises(SettingsError, match=re.escape("max.in.flight.requests.per.connection=3")):
+        parse([*off, "--kafka-config", "max.in.flight.requests.per.connection=3"])
+    assert parse(off).kafka_config["enable.idempotence"] == "false"  # then one at a time
 
 
 def test_bad_env_value_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
