@@ -41,6 +41,9 @@ ADOPT_WAIT_SECONDS = 3.0
 # CreateTopic of the same name right after does not find it (Admin.delete_topic); past it,
 # DeleteTopic answers anyway: the resource is gone.
 DELETE_SETTLE_SECONDS = 5.0
+# How often CreateTopic tries to make its Kafka topic or take on a left-over one, while the one
+# it finds goes away between the two (a deletion landing): each try ends in one or the other.
+TAKE_ON_TRIES = 3
 MAX_MESSAGE_BYTES = 11 * 1024 * 1024  # Pub/Sub allows 10 MB messages; Kafka's default is 1 MB
 OWN_LABELS = {ADOPT_LABEL: names.KAFKA_TOPIC_MAX, PARTITIONS_LABEL: limits.MAX_LABEL_CHARS}
 UPDATABLE = {
@@ -122,14 +125,10 @@ class TopicService:
                     )
             else:
                 config = {"max.message.bytes": str(MAX_MESSAGE_BYTES), **retention}
-                existing = await self._admin.partitions(kafka)
-                if existing is not None:
-                    try:
-                        await self._take_on(name, kafka, existing, partitions, config)
-                    except NotFound:  # gone since: a deletion still reaching the broker
-                        existing = None
-                if existing is None:
-                    await self._create_kafka_topic(kafka, partitions, config, undo)
+                # Needs DESCRIBE, as all the gateway does with the topic later: refused here,
+                # naming it, before anything is made. Its answer decides nothing (see below).
+                await self._admin.partitions(kafka)
+                await self._make_or_take_on(name, kafka, partitions, config, undo)
             storing = True
             stored = await self._store.create(res, quota)
         except BaseException as exc:
@@ -138,6 +137,33 @@ class TopicService:
             raise
         log.info("created topic %s on Kafka topic %s (%d partitions)", name, kafka, partitions)
         return stored.proto
+
+    async def _make_or_take_on(
+        self, name: str, kafka: str, partitions: int, config: dict[str, str], undo: Rollback
+    ) -> None:
+        """The Kafka topic of a new Pub/Sub topic of a derived name: made, or taken on if it is
+        left over from a create interrupted after the Kafka step (`_take_on`).
+
+        Made first, and taken on only if Kafka's controller says it exists: the broker a look-up
+        reaches answers from its copy of the cluster's metadata, which may list for a moment
+        longer a Kafka topic deleted just now (a DeleteTopic of the same name; on a cluster,
+        another broker than the one DeleteTopic waited for). Taken on, that topic would leave
+        the Pub/Sub topic on a Kafka topic about to go."""
+        for _ in range(TAKE_ON_TRIES):
+            try:
+                await self._create_kafka_topic(kafka, partitions, config, undo)
+                return
+            except AlreadyExists:
+                pass  # it exists, for the controller and for the broker asked
+            found = await self._admin.partitions(kafka)
+            if found is None:
+                continue  # gone again since
+            try:
+                await self._take_on(name, kafka, found, partitions, config)
+                return
+            except NotFound:
+                continue  # gone since its look-up
+        raise Unavailable(f"Kafka topic {kafka} came and went while {name} was created; try again")
 
     async def _create_kafka_topic(
         self, kafka: str, partitions: int, config: dict[str, str], undo: Rollback
