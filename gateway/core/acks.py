@@ -105,13 +105,17 @@ class LogWriter:
             self._flush_at = loop.call_later(DEFER_SECONDS, self.flush)
         return written
 
-    def flush(self) -> None:
-        """Start writing what is deferred: one write per partition, in the order deferred."""
+    def _take_deferred(self) -> dict[int, list[tuple[Command, asyncio.Future[list[tuple[bytes, int]]]]]]:
+        """What is deferred, no longer waiting for its timer."""
         if self._flush_at is not None:
             self._flush_at.cancel()
             self._flush_at = None
         deferred, self._deferred = self._deferred, {}
-        for p, entries in deferred.items():
+        return deferred
+
+    def flush(self) -> None:
+        """Start writing what is deferred: one write per partition, in the order deferred."""
+        for p, entries in self._take_deferred().items():
             # (held here: the loop holds its tasks weakly)
             self._flushing.add(write := asyncio.ensure_future(self.write(p, [cmd for cmd, _ in entries])))
             write.add_done_callback(self._flushing.discard)
@@ -119,11 +123,7 @@ class LogWriter:
 
     def drop_deferred(self) -> None:
         """Forget what is deferred (the subscription is gone, and its log with it)."""
-        if self._flush_at is not None:
-            self._flush_at.cancel()
-            self._flush_at = None
-        deferred, self._deferred = self._deferred, {}
-        for entries in deferred.values():
+        for entries in self._take_deferred().values():
             for _, written in entries:
                 written.cancel()
 
@@ -295,26 +295,33 @@ class AckPath:
         self._peers = transport
 
     async def _write(
-        self,
-        res: StoredSubscription,
-        cmds: dict[int, Command],
-        settles: bool,
-        early: bool,
-        patience: float | None = None,
-        defer: bool = False,
-        room_first: bool = False,
+        self, res: StoredSubscription, cmds: dict[int, Command], seconds: int | None, strict: bool
     ) -> tuple[set[int], dict[int, BaseException]]:
-        """Write each partition's command and apply it here once durable. Returns the
-        partitions whose write is still under way after `patience` seconds and those whose
-        write failed. A late write is applied here when it ends, or, if `early`, at once (and
-        when it ends only its key is folded: applying an older deadline change again could
-        undo a newer one). With `patience` 0 nothing is waited for; None is
-        SETTLE_PATIENCE_SECONDS. `defer`: with the writer's next write (LogWriter.defer).
+        """Write each partition's command (acks if `seconds` is None, else deadline changes) and
+        apply it here once durable. Returns the partitions whose write is still under way when
+        the RPC answers and those whose write failed. What must be durable before OK, and so
+        how long this waits, follows docs/lease-log.md:
 
-        `room_first`: commands that end deliveries (`settles`) give their streams room as soon
-        as they are sent, not once durable. The stream's next delivery then goes out while the
-        write is under way, and its lease write shares the write's produce request."""
-        patience = SETTLE_PATIENCE_SECONDS if patience is None else patience
+        - without exactly-once (`strict` False) an ack waits SETTLE_PATIENCE_SECONDS, a deadline
+          change nothing; an extension or receipt modack goes with the writer's next write
+          (LogWriter.defer), a nack at once (its message is redelivered now). Acks and nacks give
+          their streams room as soon as they are sent: the stream's next delivery goes out while
+          the write is under way, and its lease write shares the write's produce request;
+        - with exactly-once each waits EXACTLY_ONCE_PATIENCE_SECONDS, and streams hear of it once
+          durable.
+
+        A late write is applied here when it ends, or early, at once (and when it ends only its
+        key is folded: applying an older deadline change again could undo a newer one): always
+        without exactly-once, and for a deadline change with it (the owner holds it whatever
+        becomes of the write; the client is told it failed and retries)."""
+        settles = seconds in (None, 0)
+        if strict:
+            patience = EXACTLY_ONCE_PATIENCE_SECONDS
+        else:
+            patience = SETTLE_PATIENCE_SECONDS if seconds is None else 0.0
+        early = not strict or seconds is not None
+        defer = not strict and bool(seconds)
+        room_first = not strict and settles
         writer = self._writer_of(res)
         if defer:
             writes = {p: writer.defer(p, c) for p, c in cmds.items()}
@@ -323,7 +330,7 @@ class AckPath:
         if not writes:
             return set(), {}
         runner = self._runner_of(res.name)
-        told = room_first and settles and runner is not None
+        told = room_first and runner is not None
         if told:
             assert runner is not None
             for p, cmd in cmds.items():
@@ -392,7 +399,6 @@ class AckPath:
         deadline change takes effect here at once all the same)."""
         refs = parse(res, ack_ids)
         epoch = res.meta.epoch
-        settles = seconds in (None, 0)
         runner = self._runner_of(res.name)
         local, remote = split(runner, refs)
         strict = res.proto.enable_exactly_once_delivery
@@ -406,13 +412,7 @@ class AckPath:
             cmds = ordered_acks(runner, valid, epoch) if ordered else commands(valid, seconds, epoch)
             # A deadline change (a nack included) need not be durable before OK: lost, it
             # only moves a redelivery (docs/lease-log.md). It takes effect here at once.
-            patience = SETTLE_PATIENCE_SECONDS if seconds is None else 0.0
-            # An extension or receipt modack is written with the next write (a nack at once:
-            # its message is redelivered now, and the log should say so soon).
-            defer = bool(seconds)
-            _, failed = await self._write(
-                res, cmds, settles, early=True, patience=patience, defer=defer, room_first=True
-            )
+            _, failed = await self._write(res, cmds, seconds, strict=False)
             _count(runner, valid, seconds, failed.keys())
             if failed:
                 raise next(iter(failed.values()))
@@ -423,13 +423,7 @@ class AckPath:
         # (the owner holds it whatever becomes of the write), but like an ack it is confirmed
         # only once durable: the client retries it, and hands its message to user code only
         # after a receipt modack succeeds (docs/lease-log.md).
-        late, failed = await self._write(
-            res,
-            commands(valid, seconds, epoch),
-            settles,
-            early=seconds is not None,
-            patience=EXACTLY_ONCE_PATIENCE_SECONDS,
-        )
+        late, failed = await self._write(res, commands(valid, seconds, epoch), seconds, strict=True)
         for p in late | failed.keys():
             failures |= dict.fromkeys(valid[p].ids, exactly_once.NOT_WRITTEN)
         _count(runner, valid, seconds, late | failed.keys())
