@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import harness, processes
+from benchmarks import harness, processes, procstats
 from benchmarks.gen import goclient, subscribe
 from benchmarks.results import build
 from benchmarks.scenarios.common import api_for, fill
@@ -123,9 +123,9 @@ def _profile(
             tasks: list[harness.Task] = [(subscribe.gw_streaming, {**common, "deadline_s": 600.0})] * STREAMS
         else:
             tasks = [(goclient.go_receive, {**common, "binary": binary, "deadline": 600, **CASES[case]})]
-        before = _threads(pid)
+        before = procstats.threads(pid)
         results, win = bench.run(tasks, lead=1.5)
-        after = _threads(pid)
+        after = procstats.threads(pid)
         recorder.send_signal(signal.SIGINT)
         _, err = recorder.communicate(timeout=60)
         api.delete(topic, [sub])
@@ -148,28 +148,6 @@ def _profile(
         "self": self_pct,
         "total": total_pct,
     }
-
-
-def _threads(pid: int) -> dict[str, tuple[int, int]]:
-    """Each of the process's threads, by name (a number added where names repeat): CPU time in
-    ns (/proc/<pid>/task/<tid>/schedstat, exact where stat's ticks are 10 ms) and context
-    switches (voluntary and not)."""
-    out: dict[str, tuple[int, int]] = {}
-    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name)):
-        try:
-            stat = (task / "stat").read_text()
-            ns = int((task / "schedstat").read_text().split()[0])
-            status = (task / "status").read_text()
-        except OSError:
-            continue  # the thread ended
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        switches = sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line)
-        key, n = name, 1
-        while key in out:
-            n += 1
-            key = f"{name}#{n}"
-        out[key] = (ns, switches)
-    return out
 
 
 def _thread_use(

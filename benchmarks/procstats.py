@@ -56,6 +56,28 @@ def children_of(pid: int) -> list[int]:
     return sorted(found)
 
 
+def threads(pid: int) -> dict[str, tuple[int, int]]:
+    """Each of the process's threads, by name (a number added where names repeat): CPU time in
+    ns (/proc/<pid>/task/<tid>/schedstat, exact where stat's ticks are 10 ms) and context
+    switches (voluntary and not)."""
+    out: dict[str, tuple[int, int]] = {}
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda p: int(p.name)):
+        try:
+            stat = (task / "stat").read_text()
+            ns = int((task / "schedstat").read_text().split()[0])
+            status = (task / "status").read_text()
+        except OSError:
+            continue  # the thread ended
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        switches = sum(int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line)
+        key, n = name, 1
+        while key in out:
+            n += 1
+            key = f"{name}#{n}"
+        out[key] = (ns, switches)
+    return out
+
+
 def machine_busy_s() -> float:
     """CPU seconds the whole machine has spent busy (all cores), from /proc/stat."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
