@@ -58,6 +58,12 @@ DENIED_RETRY_SECONDS = 5.0
 LOG_LINGER_SECONDS = 0.1
 # How often a pull waiting for partitions to catch up (`catch_up`) looks at what is ready.
 CATCH_UP_POLL_SECONDS = 0.02
+# How often the runner sweeps its partitions for expired leases, messages for the dead-letter
+# topic and held acks freed, and how often while none has any (an idle subscription): a lease
+# made meanwhile lasts 10 s at least, and is then swept every SWEEP_SECONDS long before it ends.
+# Each sweep wakes the event loop (~0.2 ms of CPU), for every subscription a process serves.
+SWEEP_SECONDS = 0.2
+QUIET_SWEEP_SECONDS = 1.0
 # How often the owner applies a truncation policy (docs/truncation.md), and how often, while
 # fetching is paused (a backlog beyond PREFETCH_HIGH), it asks Kafka where its partitions end
 # to estimate the bytes not fetched yet.
@@ -647,7 +653,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
 
     async def _dead_letter_loop(self) -> None:
         while True:
-            await asyncio.sleep(0.2)
+            quiet = not self._dead_letters_denied and all(s.quiet() for s in self.states.values())
+            await asyncio.sleep(QUIET_SWEEP_SECONDS if quiet else SWEEP_SECONDS)
             now = now_ms()
             for p, state in list(self.states.items()):
                 # Expired leases are found here too, not only by the next pull: a message whose

@@ -125,6 +125,11 @@ class PartitionState(Generic[R]):
         backed_off = self._delayed[0][0]
         return min(backed_off, expiry[0]) if expiry else backed_off
 
+    def quiet(self) -> bool:
+        """Nothing a sweep (SubscriptionRunner's) could find now: no lease to expire, no
+        message for the dead-letter topic, no ordered ack held back."""
+        return not self.leases and not self._dead and not self._provisional
+
     def take_dead(self) -> list[tuple[int, int, R]]:
         """Messages due for the dead-letter topic: (offset, deliveries, record), marked in flight."""
         out = []

@@ -668,3 +668,21 @@ def test_random_interleavings(record_offsets: list[int], steps: list[tuple[str, 
     assert offsets_of(taken) == m.ready_at(later)
     for o, g, _r in taken:
         assert g == m.deliveries.get(o, 0) + 1
+
+
+def test_quiet_while_nothing_is_leased_dead_or_held() -> None:
+    """The runner sweeps a quiet partition less often (runner.QUIET_SWEEP_SECONDS)."""
+    s = fresh(range(3))
+    assert s.quiet(), "ready records alone give a sweep nothing to do"
+    s.take(1, now_ms=0, deadline_ms=10_000)
+    assert not s.quiet(), "a lease can expire"
+    s.apply(ack(0), now_ms=1)
+    assert s.quiet()
+    s.max_attempts = 1
+    s.take(1, now_ms=2, deadline_ms=10_000)
+    s.apply(SetDeadline(P, ((1, 1),), 0), now_ms=3)  # a nack of its last attempt
+    assert s.lease_of(1) is None
+    assert not s.quiet(), "a message waits for the dead-letter topic"
+    assert offsets_of(s.take_dead()) == [1]
+    s.apply(ack(1), now_ms=4)  # forwarded: acked on the subscription
+    assert s.quiet()
