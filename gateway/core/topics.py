@@ -26,7 +26,8 @@ from gateway.core.tally import Tallies, TopicTally
 from gateway.core.topic_schemas import TopicSchemas
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin
-from gateway.kafka.producer import Producer
+from gateway.kafka.producer import OutRecord, Producer, alone_bytes
+from gateway.kafka.topic_limits import TopicLimits
 from gateway.settings import Settings
 from gateway.translate import limits, names, records, unsupported
 from gateway.translate.meta import TopicMeta
@@ -45,6 +46,10 @@ DELETE_SETTLE_SECONDS = 5.0
 # it finds goes away between the two (a deletion landing): each try ends in one or the other.
 TAKE_ON_TRIES = 3
 MAX_MESSAGE_BYTES = 11 * 1024 * 1024  # Pub/Sub allows 10 MB messages; Kafka's default is 1 MB
+# More than a record batch holding one record without headers takes beyond the record's key
+# and value: the batch header (61 bytes) and the record's length, attributes, deltas and
+# field lengths. Records with headers are sized exactly (alone_bytes).
+RECORD_OVERHEAD = 100
 OWN_LABELS = {ADOPT_LABEL: names.KAFKA_TOPIC_MAX, PARTITIONS_LABEL: limits.MAX_LABEL_CHARS}
 UPDATABLE = {
     "labels",
@@ -71,6 +76,7 @@ class TopicService:
         self._admin = admin
         self._producer = producer
         self._schemas = schemas
+        self._limits = TopicLimits(admin)  # adopted topics' max.message.bytes
         self._undoing: set[asyncio.Task[None]] = set()
         self.tallies = Tallies(TopicTally, settings.metrics_max_topics)  # publishes, for /metrics
 
@@ -315,11 +321,39 @@ class TopicService:
         if res.proto.schema_settings.schema:
             messages = await self._schemas.stamp(res, messages)
         out = [records.to_record(m.data, m.attributes, m.ordering_key, m.numeric) for m in messages]
+        kafka = res.meta.kafka_topic
+        batch_bytes = await self._fitted_batch(kafka, out) if res.meta.adopted else None
         # Records without an ordering key go to any of the partitions the topic had when it
         # was made or adopted (one per call), away from any whose broker is gone.
-        done = await self._producer.send(res.meta.kafka_topic, out, spread=res.meta.partitions)
+        try:
+            done = await self._producer.send(kafka, out, spread=res.meta.partitions, batch_bytes=batch_bytes)
+        except InvalidArgument:  # the broker refused a batch as too large: its limit changed?
+            if res.meta.adopted:
+                self._limits.forget(kafka)
+            raise
         self.tallies.of(name).on_published(len(messages), size)
         return records.message_ids(done)
+
+    async def _fitted_batch(self, kafka: str, out: Sequence[OutRecord]) -> int | None:
+        """For an adopted Kafka topic: the batch size that fits its max.message.bytes, if the
+        producer's own does not (None). A message that no batch of the topic could hold is
+        refused before anything is written (when batches go uncompressed; compressed, only the
+        broker knows their size)."""
+        limit = await self._limits.of(kafka)
+        if limit is None:
+            return None
+        if not self._producer.compresses:
+            roomy = limit - RECORD_OVERHEAD
+            for i, record in enumerate(out):
+                key, value, headers = record
+                if headers is None and len(value or b"") + len(key or b"") <= roomy:
+                    continue
+                if (need := alone_bytes(record)) > limit:
+                    raise InvalidArgument(
+                        f"Message {i} takes {need} bytes as a Kafka record; Kafka topic {kafka} "
+                        f"takes at most {limit} (its max.message.bytes)"
+                    )
+        return self._producer.fitted_batch(limit)
 
 
 def _topic_deleted(topic: str, sub: StoredSubscription) -> StoredSubscription | None:

@@ -55,6 +55,13 @@ BATCH_RECORDS = MAX_MESSAGES_PER_PUBLISH
 # That was 34-40% of the gateway's CPU while the official Go client published (100 messages per
 # Publish). With 2 on the wire, and one more request waiting to go, no partition reaches 5.
 MAX_IN_FLIGHT = 2
+# What a broker adds to a record batch beyond what librdkafka counts against batch.size: the
+# log's offset and length fields. A topic takes batches of max.message.bytes; the stock
+# 1,048,588 is BATCH_BYTES and this.
+LOG_OVERHEAD = 12
+# A v2 record batch's header: base offset, length, leader epoch, magic, CRC, attributes, last
+# offset delta, first and max timestamps, producer id and epoch, base sequence, record count.
+BATCH_HEADER = 61
 
 Headers = list[tuple[str, str | bytes | None]]
 DeliveryCallback = Callable[[confluent_kafka.KafkaError | None, confluent_kafka.Message], None]
@@ -169,6 +176,36 @@ def _translate(
     return Unavailable(f"Kafka did not confirm the write: {err.str()}")
 
 
+def _varint_bytes(n: int) -> int:
+    """How many bytes Kafka's zigzag varint of n takes."""
+    z = (n << 1) ^ (n >> 63)
+    size = 1
+    while z >= 0x80:
+        z >>= 7
+        size += 1
+    return size
+
+
+def _sized(data: str | bytes | None) -> int:
+    """A length-prefixed field of a record: its varint length (-1 for null) and its bytes."""
+    if data is None:
+        return _varint_bytes(-1)
+    n = len(data.encode() if isinstance(data, str) else data)
+    return _varint_bytes(n) + n
+
+
+def alone_bytes(record: OutRecord) -> int:
+    """What a record batch holding only this record takes on the broker, uncompressed (Kafka's
+    v2 format): the batch header, then the record's length, attributes, timestamp and offset
+    deltas (0 for the first record), key, value and headers. The least any topic must take to
+    hold the record: a topic whose max.message.bytes is lower refuses it in any batch."""
+    key, value, headers = record
+    body = 3 + _sized(key) + _sized(value) + _varint_bytes(len(headers or ()))
+    for name, data in headers or ():
+        body += _sized(name) + _sized(data)
+    return BATCH_HEADER + _varint_bytes(body) + body
+
+
 async def _queue_run(
     producer: confluent_kafka.Producer,
     topic: str,
@@ -237,6 +274,9 @@ class Producer:
         self._ordered = is_on(self._config["enable.idempotence"])
         self._producer: confluent_kafka.Producer | None = None
         self._thread: threading.Thread | None = None
+        # Producers for topics that take smaller batches than batch.size, by their batch.size
+        # (fitted_batch), each with its poll thread; made when a call first needs one.
+        self._fitted: dict[int, tuple[confluent_kafka.Producer, threading.Thread]] = {}
         self._running = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # (topic, partition) -> {call: when it started} for calls whose keyless records went
@@ -248,26 +288,67 @@ class Producer:
         self._loop = asyncio.get_running_loop()
         self._producer = confluent_kafka.Producer({**self._config, **self._extra}, logger=_rdkafka_log)
         self._running = True
-        self._thread = threading.Thread(target=self._poll, name="kafka-producer-poll", daemon=True)
-        self._thread.start()
+        self._thread = self._polled(self._producer, "kafka-producer-poll")
 
-    def _poll(self) -> None:
-        producer = self._producer  # `stop` lets go of it before this thread ends
-        assert producer is not None
-        while self._running:
-            producer.poll(POLL_SECONDS)
+    def _polled(self, producer: confluent_kafka.Producer, name: str) -> threading.Thread:
+        """A started thread that serves `producer`'s delivery reports until `stop`."""
+
+        def poll() -> None:
+            while self._running:
+                producer.poll(POLL_SECONDS)
+
+        thread = threading.Thread(target=poll, name=name, daemon=True)
+        thread.start()
+        return thread
+
+    @property
+    def batch_bytes(self) -> int:
+        """The most one partition's batch carries (batch.size)."""
+        return int(self._config["batch.size"])
+
+    @property
+    def compresses(self) -> bool:
+        """Whether record batches are compressed (the broker then checks their compressed size)."""
+        codec = self._config.get("compression.type", self._config.get("compression.codec", "none"))
+        return str(codec).lower() != "none"
+
+    def fitted_batch(self, max_message_bytes: int) -> int | None:
+        """The batch.size for a topic that takes record batches of at most `max_message_bytes`
+        (an adopted topic's own max.message.bytes), or None when batch.size fits it already."""
+        fitted = max_message_bytes - LOG_OVERHEAD
+        return fitted if fitted < self.batch_bytes else None
+
+    def _fitted_for(self, batch_bytes: int) -> confluent_kafka.Producer:
+        """The producer whose batches carry at most `batch_bytes`: the same settings but for
+        batch.size, and without the statistics callback (which describes one client)."""
+        made = self._fitted.get(batch_bytes)
+        if made is None:
+            producer = confluent_kafka.Producer(
+                {**self._config, "batch.size": max(batch_bytes, 1)}, logger=_rdkafka_log
+            )
+            made = self._fitted[batch_bytes] = (
+                producer,
+                self._polled(producer, f"kafka-producer-poll-{batch_bytes}"),
+            )
+            log.info("a producer of batches up to %d bytes, for topics that take no larger", batch_bytes)
+        return made[0]
 
     async def stop(self) -> None:
-        """Flush what is queued, then stop the poll thread. Idempotent."""
+        """Flush what is queued, then stop the poll threads. Idempotent."""
         if self._producer is None:
             return
-        producer, self._producer = self._producer, None
-        remaining = await asyncio.to_thread(producer.flush, 10.0)
-        if remaining:
-            log.warning("producer closed with %d undelivered records", remaining)
+        producers = [self._producer] + [p for p, _ in self._fitted.values()]
+        threads = [self._thread] + [t for _, t in self._fitted.values()]
+        self._producer = None
+        for producer in producers:
+            remaining = await asyncio.to_thread(producer.flush, 10.0)
+            if remaining:
+                log.warning("producer closed with %d undelivered records", remaining)
         self._running = False
-        if self._thread is not None:
-            await asyncio.to_thread(self._thread.join, 5.0)
+        for thread in threads:
+            if thread is not None:
+                await asyncio.to_thread(thread.join, 5.0)
+        self._fitted.clear()
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -282,18 +363,20 @@ class Producer:
         records: Sequence[OutRecord],
         partition: int | None = None,
         spread: int = 0,
+        batch_bytes: int | None = None,
     ) -> list[tuple[int, int]]:
         """Write records and wait until Kafka confirms all; returns (partition, offset) each.
 
         `partition` None: keyed records go where the partitioner puts them; records without a
         key too, unless `spread` gives the topic's partition count: then they all go to one
-        partition the producer picks, avoiding those slow to confirm."""
+        partition the producer picks, avoiding those slow to confirm. `batch_bytes`: the topic
+        takes batches no larger (fitted_batch); a record larger still goes in a batch alone."""
         if self._producer is None or self._loop is None:
             raise Unavailable("The gateway is shutting down.")
         if not records:
             return []
         batch = _Batch(self._loop, len(records))
-        producer = self._producer
+        producer = self._producer if batch_bytes is None else self._fitted_for(batch_bytes)
         target = -1 if partition is None else partition  # -1: the partitioner decides
         keyless = self._pick(topic, spread) if partition is None and spread > 0 else -1
         # Records without headers go in runs through produce_batch (one topic handle, one
@@ -304,7 +387,7 @@ class Producer:
         for i, (key, value, headers) in enumerate(records):
             to = keyless if key is None and keyless >= 0 else target
             if run and (headers is not None or to != run_partition):
-                await self._queue(batch, topic, run, start, run_partition)
+                await self._queue(producer, batch, topic, run, start, run_partition)
                 run = []
             if headers is None:
                 if not run:
@@ -327,7 +410,7 @@ class Producer:
                 except confluent_kafka.KafkaException as exc:
                     raise _translate(exc.args[0], topic) from exc
         if run:
-            await self._queue(batch, topic, run, start, run_partition)
+            await self._queue(producer, batch, topic, run, start, run_partition)
         if keyless < 0:  # only the picks need to know which partitions are slow
             return await batch.future
         call, where = next(self._calls), (topic, keyless)
@@ -341,13 +424,17 @@ class Producer:
                 del self._writing[where]
 
     async def _queue(
-        self, batch: _Batch, topic: str, run: list[dict[str, Any]], start: int, partition: int
+        self,
+        producer: confluent_kafka.Producer,
+        batch: _Batch,
+        topic: str,
+        run: list[dict[str, Any]],
+        start: int,
+        partition: int,
     ) -> None:
         """Queue a run of records, `start` on in the call, to `partition` (-1: the partitioner
         decides). A run to one partition of an idempotent producer shares one callback (_Run);
         otherwise each record gets its own."""
-        producer = self._producer
-        assert producer is not None
         if partition >= 0 and self._ordered:
             await _queue_run(producer, topic, run, partition, batch.run(start, partition))
             return
