@@ -24,7 +24,7 @@ from gateway.clock import now_ms, within
 from gateway.core.acks import LogWriter
 from gateway.core.policies import Policies, dead_letter_headers
 from gateway.core.tally import Tally
-from gateway.errors import PermissionDenied
+from gateway.errors import InvalidArgument, PermissionDenied
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.producer import Producer, TransactionalSender
 from gateway.leases import logformat, trim
@@ -52,6 +52,9 @@ LEASE_PATIENCE_SECONDS = 1.0
 # How long the dead-letter loop leaves a partition alone after Kafka's authorizer refused its
 # transaction: each try makes a transactional producer.
 DENIED_RETRY_SECONDS = 5.0
+# A dead message that its dead-letter topic refuses as too large (an adopted topic's own
+# max.message.bytes) stays in the subscription, undelivered, and is tried again this often.
+TOO_LARGE_RETRY_SECONDS = 60.0
 # How long the lease-log reader, having found a record, gathers more before handing them over:
 # what other processes write (acks, modacks, their leases) is applied within this, and a busy
 # log is handed over ~10 times a second rather than per fetch (each hand-over wakes the loop).
@@ -136,6 +139,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         # they are then. A refused dead-letter transaction instead holds until one succeeds.
         self.denied: PermissionDenied | None = None
         self._dead_letters_denied: dict[int, tuple[PermissionDenied, float]] = {}
+        # Dead-letter topics that refused a transaction's batch as too large: each dead message
+        # goes in a transaction of its own to them. Dead messages refused even alone, by
+        # partition: offset -> when to try again (they stay taken meanwhile).
+        self._dead_alone: set[str] = set()
+        self._dead_too_large: dict[int, dict[int, float]] = {}
         self._fetcher = kafka_consumer.GroupFetcher(
             kafka_config,
             group_id,
@@ -666,19 +674,20 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 denied = self._dead_letters_denied.get(p)
                 if denied is not None and time.monotonic() < denied[1]:
                     continue
+                self._retry_too_large(p, state)
                 dead = state.take_dead()
                 if not dead:
                     continue
                 try:
                     await self._forward_dead(p, dead)
                 except PermissionDenied as exc:
-                    state.return_dead(o for o, _, _ in dead)
+                    state.return_dead(self._unheld(p, dead))
                     if denied is None:
                         log.error("%s: dead-lettering from partition %d: %s", self.name, p, exc.message)
                     self._dead_letters_denied[p] = (exc, time.monotonic() + DENIED_RETRY_SECONDS)
                     self.ready.set()  # waiting pulls and streams end with it (see `take`)
                 except Exception as exc:  # noqa: BLE001 - retried next round; the loop must live
-                    state.return_dead(o for o, _, _ in dead)
+                    state.return_dead(self._unheld(p, dead))
                     log.warning("%s: dead-lettering from partition %d failed: %s", self.name, p, exc)
                 else:
                     self._dead_letters_denied.pop(p, None)
@@ -696,11 +705,69 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self.apply_local(p, ack, written[0][0], settles=True)
 
     async def _forward_dead(self, p: int, dead: list[tuple[int, int, Record]]) -> None:
-        """Publish to the dead-letter topic and ack on this subscription, in one transaction:
-        each message lands in the dead-letter topic exactly once, even across crashes."""
+        """Publish to the dead-letter topic and ack on this subscription, in transactions: each
+        message lands in the dead-letter topic exactly once, even across crashes. All in one
+        transaction, unless the topic refused one's batch as too large (an adopted topic takes
+        less than the producer's batches): then one message a transaction, and one that the
+        topic refuses even alone is held back (_hold_too_large)."""
         target = self.policies.dead_letter_kafka_topic
         if target is None:
             raise RuntimeError("the dead-letter topic does not exist")
+        groups = [dead] if target not in self._dead_alone else [[d] for d in dead]
+        for group in groups:
+            try:
+                await self._transact_dead(p, target, group)
+            except InvalidArgument as exc:  # the only one a write raises: Kafka's "too large"
+                # The refused batch used up sequence numbers the broker never saw: the next
+                # transaction of this producer would fail for the gap. A new one starts clean.
+                sender = self._dead_letter_senders.pop(p, None)
+                if sender is not None:
+                    await sender.close()
+                if len(group) == 1:
+                    self._hold_too_large(p, group[0][0], target, exc)
+                    continue
+                log.warning(
+                    "%s: dead-letter topic %s refused a batch as too large; it gets one message "
+                    "a transaction from now on",
+                    self.name,
+                    target,
+                )
+                self._dead_alone.add(target)
+                await self._forward_dead(p, group)
+
+    def _hold_too_large(self, p: int, offset: int, target: str, exc: InvalidArgument) -> None:
+        """A dead message its dead-letter topic refuses even alone: not lost, not delivered; it
+        stays taken, and is tried again after TOO_LARGE_RETRY_SECONDS (the topic's limit may be
+        raised meanwhile)."""
+        log.warning(
+            "%s: the dead message at partition %d, offset %d, is too large for dead-letter topic "
+            "%s (%s); it stays in the subscription and is tried again in %.0f s",
+            self.name,
+            p,
+            offset,
+            target,
+            exc.message,
+            TOO_LARGE_RETRY_SECONDS,
+        )
+        self._dead_too_large.setdefault(p, {})[offset] = time.monotonic() + TOO_LARGE_RETRY_SECONDS
+
+    def _unheld(self, p: int, dead: list[tuple[int, int, Record]]) -> list[int]:
+        """The offsets of `dead` not held back as too large for the dead-letter topic."""
+        held = self._dead_too_large.get(p, {})
+        return [o for o, _, _ in dead if o not in held]
+
+    def _retry_too_large(self, p: int, state: PartitionState[Record]) -> None:
+        held = self._dead_too_large.get(p)
+        if not held:
+            return
+        now = time.monotonic()
+        due = [offset for offset, when in held.items() if when <= now]
+        for offset in due:
+            del held[offset]
+        state.return_dead(due)
+
+    async def _transact_dead(self, p: int, target: str, dead: list[tuple[int, int, Record]]) -> None:
+        """`dead` to `target` and their ack to the lease log, in one transaction."""
         sender = self._dead_letter_senders.get(p)
         if sender is None:
             sender = TransactionalSender(self._config, f"{self._txn_prefix}.{self.writer.topic}.{p}")

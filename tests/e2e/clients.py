@@ -32,6 +32,14 @@ def topic_and_subscription(
     return pub, sub, topic, subscription
 
 
+def dead_lettering(
+    sub: pubsub_v1.SubscriberClient, subscription: str, topic: str, dead: str, attempts: int = 5
+) -> None:
+    """Create `subscription` to `topic`, sending messages to `dead` after `attempts` deliveries."""
+    policy = {"dead_letter_topic": dead, "max_delivery_attempts": attempts}
+    sub.create_subscription(request={"name": subscription, "topic": topic, "dead_letter_policy": policy})
+
+
 def exactly_once_backlog(
     pub: pubsub_v1.PublisherClient, sub: pubsub_v1.SubscriberClient, names: Callable[[str], str], count: int
 ) -> tuple[str, str]:

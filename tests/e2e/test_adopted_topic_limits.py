@@ -18,8 +18,9 @@ from confluent_kafka.admin import NewTopic as NewTopic  # type: ignore[attr-defi
 from google.api_core import exceptions
 from google.cloud import pubsub_v1
 
-from tests.e2e.clients import clients, gapic_publisher, pull_until
+from tests.e2e.clients import clients, dead_lettering, gapic_publisher, pull_nothing, pull_until
 from tests.gateways import GatewayProcess, emulator_env
+from tests.kafka_reads import committed_records
 
 pytestmark = pytest.mark.integration
 
@@ -80,3 +81,32 @@ def test_an_adopted_topics_own_batch_limit_is_kept(
     # headers, 1): the one of exactly the limit is written, the one of a byte more was refused.
     pub.publish(topic, bytes(LIMIT - 72)).result(timeout=30)
     assert sum(_end_offsets(gw.bootstrap, kafka, 2)) == 1001
+
+
+def test_dead_letters_to_an_adopted_topic_fit_its_batch_limit(
+    shared_gateway: GatewayProcess, names: Callable[..., str]
+) -> None:
+    """All of a round's dead messages go to the dead-letter topic in one transaction, whose
+    batch to it is larger than the adopted topic takes: the broker refused it, every round."""
+    gw = shared_gateway
+    kafka = f"adopted-dead-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})
+    admin.create_topics([NewTopic(kafka, 1, 1, config={"max.message.bytes": str(LIMIT)})])[kafka].result(30)
+    pub, sub = clients(gw)
+    topic, dead, subscription = names("topics"), names("topics", "-dead"), names("subscriptions")
+    pub.create_topic(name=topic)
+    pub.create_topic(request={"name": dead, "labels": {"kafka-topic": kafka}})
+    dead_lettering(sub, subscription, topic, dead)
+    gapic_publisher(gw).publish(
+        topic=topic, messages=[{"data": f"{i:05d}".encode() + bytes(2000)} for i in range(100)]
+    )
+    for attempt in range(1, 6):
+        got = pull_until(sub, subscription, 100, timeout=60)
+        assert len(got) == 100 and {m.delivery_attempt for m in got} == {attempt}
+        sub.modify_ack_deadline(
+            subscription=subscription, ack_ids=[m.ack_id for m in got], ack_deadline_seconds=0
+        )
+    # Read committed: an aborted transaction's records take offsets too.
+    letters = committed_records(gw.bootstrap, kafka, 100)
+    assert sorted(int((m.value() or b"")[:5]) for m in letters) == list(range(100))
+    assert pull_nothing(sub, subscription, 3.0) == []

@@ -15,6 +15,7 @@ from gateway.translate.names import topic as topic_name
 from tests.conftest import GatewayFactory
 from tests.e2e.clients import clients, pull_nothing, pull_until
 from tests.gateways import GatewayProcess
+from tests.kafka_reads import committed_records
 
 pytestmark = pytest.mark.integration
 
@@ -23,25 +24,7 @@ def _kafka_records(
     bootstrap: str, topic: str, expect: int, timeout: float = 30
 ) -> list[confluent_kafka.Message]:
     """Every committed record of a Pub/Sub topic's Kafka topic (read_committed, from the start)."""
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
-        }
-    )
-    consumer.subscribe([kafka_topic_for(topic_name(topic))])
-    out: list[confluent_kafka.Message] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            out += [m for m in consumer.consume(100, timeout=0.5) if m.error() is None]
-            if len(out) >= expect and time.monotonic() > deadline - timeout + 3:
-                break
-    finally:
-        consumer.close()
-    return out
+    return committed_records(bootstrap, kafka_topic_for(topic_name(topic)), expect, timeout)
 
 
 def test_dead_letter_after_max_attempts_with_source_attributes(
