@@ -6,8 +6,9 @@ The gateway makes its own topics take 11 MiB batches. A topic adopted with the l
 batches must then be cut to fit (Producer.fitted_batch), or the broker refuses whole batches of
 messages that each fit. A limit is read when a process first publishes to the topic, and again
 REFRESH_SECONDS later or after the broker refused a batch as too large (`forget`), so a limit
-an operator changes is followed. Without DescribeConfigs on the topic the limit is unknown: the
-producer's batch.size is used, and a warning says what to grant.
+an operator changes is followed; a read that fails keeps what was known and is tried again
+RETRY_SECONDS later. Without DescribeConfigs on the topic the limit is unknown: the producer's
+batch.size is used, and a warning says what to grant.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import logging
 import time
 from collections.abc import Callable
 
-from gateway.errors import NotFound, PermissionDenied, Unavailable
+from gateway.errors import GatewayError, PermissionDenied
 from gateway.kafka.admin import Admin
 
 log = logging.getLogger(__name__)
 
 REFRESH_SECONDS = 60.0
+RETRY_SECONDS = 5.0  # after a read that failed
 
 
 class TopicLimits:
@@ -62,11 +64,13 @@ class TopicLimits:
                 )
             self._known[topic] = (self._clock(), None)
             return None
-        except (NotFound, Unavailable) as exc:
-            # Not remembered: the next write asks again. The write itself meets what is wrong.
+        except GatewayError as exc:  # gone, unreachable, ...: the write itself meets it
+            # What was known stays, and is asked again after RETRY_SECONDS, not per write.
             log.info("max.message.bytes of Kafka topic %s not read: %s", topic, exc)
             known = self._known.get(topic)
-            return known[1] if known is not None else None
+            limit = known[1] if known is not None else None
+            self._known[topic] = (self._clock() - REFRESH_SECONDS + RETRY_SECONDS, limit)
+            return limit
         limit = int(raw) if raw is not None and raw.isdigit() else None
         self._known[topic] = (self._clock(), limit)
         return limit

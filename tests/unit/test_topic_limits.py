@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from gateway.errors import NotFound, PermissionDenied, Unavailable
+from gateway.errors import FailedPrecondition, NotFound, PermissionDenied, Unavailable
 from gateway.kafka import topic_limits
 from gateway.kafka.producer import LOG_OVERHEAD, Producer, alone_bytes
 from gateway.kafka.topic_limits import TopicLimits
@@ -75,15 +75,24 @@ async def test_without_describe_configs_the_limit_is_unknown_and_said_once(
     assert len(warnings) == 1 and "grant DescribeConfigs" in warnings[0].getMessage()
 
 
-async def test_a_failed_read_keeps_what_was_known_and_is_not_remembered() -> None:
-    admin, clock = FakeAdmin(Unavailable("broker away"), 60_000, NotFound("gone"), 50_000), Clock()
+async def test_a_failed_read_keeps_what_was_known_and_is_tried_again_soon() -> None:
+    admin = FakeAdmin(Unavailable("broker away"), 60_000, NotFound("gone"), FailedPrecondition("?"), 50_000)
+    clock = Clock()
     limits = _limits(admin, clock)
+    retry = topic_limits.RETRY_SECONDS
     assert await limits.of("t") is None  # unknown yet: the producer's batch.size
-    assert await limits.of("t") == 60_000  # asked again at once
+    clock.now += retry - 1
+    assert await limits.of("t") is None  # not asked again per write
+    assert admin.calls == 1
+    clock.now += 1
+    assert await limits.of("t") == 60_000
     clock.now += topic_limits.REFRESH_SECONDS
     assert await limits.of("t") == 60_000  # the refresh failed: what was known stays
+    clock.now += retry
+    assert await limits.of("t") == 60_000  # and again
+    clock.now += retry
     assert await limits.of("t") == 50_000
-    assert admin.calls == 4
+    assert admin.calls == 5
 
 
 def test_batch_size_is_fitted_only_to_a_topic_that_takes_less() -> None:
