@@ -327,7 +327,7 @@ class TopicService:
         # was made or adopted (one per call), away from any whose broker is gone.
         try:
             done = await self._producer.send(kafka, out, spread=res.meta.partitions, batch_bytes=batch_bytes)
-        except InvalidArgument:  # the broker refused a batch as too large: its limit changed?
+        except (InvalidArgument, FailedPrecondition):  # the broker refused: its configs changed?
             if res.meta.adopted:
                 self._limits.forget(kafka)
             raise
@@ -338,8 +338,17 @@ class TopicService:
         """For an adopted Kafka topic: the batch size that fits its max.message.bytes, if the
         producer's own does not (None). A message that no batch of the topic could hold is
         refused before anything is written (when batches go uncompressed; compressed, only the
-        broker knows their size)."""
-        limit = await self._limits.of(kafka)
+        broker knows their size), and so is one without an ordering key to a compacted topic."""
+        config = await self._limits.of(kafka)
+        if config.compacted:
+            for i, (key, _, _) in enumerate(out):
+                if key is None:
+                    raise FailedPrecondition(
+                        f"Message {i} has no ordering key, and Kafka topic {kafka} is compacted "
+                        "(cleanup.policy=compact): it takes only records with a key. Give the "
+                        "messages ordering keys, or adopt a topic that is not compacted"
+                    )
+        limit = config.max_message_bytes
         if limit is None:
             return None
         if not self._producer.compresses:

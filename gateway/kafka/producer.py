@@ -24,7 +24,7 @@ from typing import Any
 
 import confluent_kafka
 
-from gateway.errors import InvalidArgument, Unavailable
+from gateway.errors import FailedPrecondition, InvalidArgument, Unavailable
 from gateway.kafka import IN_FLIGHT, client_config, is_on, reordering
 from gateway.kafka.acls import CLUSTER, TOPIC, TRANSACTIONAL_ID, Need, denial
 from gateway.kafka.clientlog import client_logger
@@ -148,6 +148,13 @@ class _Run:
             results[start + k] = (p, offset)
 
 
+# Broker refusals of records as such (not of the request, the broker or the client): a
+# compacted topic's keyless record, a timestamp outside the topic's allowed window.
+_REFUSED_RECORDS = frozenset(
+    {confluent_kafka.KafkaError.INVALID_RECORD, confluent_kafka.KafkaError.INVALID_TIMESTAMP}
+)
+
+
 def _translate(
     err: confluent_kafka.KafkaError,
     topic: str | None = None,
@@ -157,6 +164,12 @@ def _translate(
     """A write's error as a core error: refusals of Kafka's authorizer name what is missing."""
     if err.code() == confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE:
         return InvalidArgument(f"Message too large for the Kafka topic: {err.str()}")
+    if err.code() in _REFUSED_RECORDS:  # for good: retrying would be refused the same way
+        where = f"Kafka topic {topic}" if topic else "The Kafka topic"
+        return FailedPrecondition(
+            f"{where} refused the records: {err.str()} (a compacted topic takes only records "
+            "with a key, that is messages with an ordering key; a topic may also limit timestamps)"
+        )
     written = [topic] if topic else list(topics)
     needs = [Need("WRITE", TOPIC, t) for t in written]
     if transactional_id is not None:

@@ -110,3 +110,24 @@ def test_dead_letters_to_an_adopted_topic_fit_its_batch_limit(
     letters = committed_records(gw.bootstrap, kafka, 100)
     assert sorted(int((m.value() or b"")[:5]) for m in letters) == list(range(100))
     assert pull_nothing(sub, subscription, 3.0) == []
+
+
+def test_a_compacted_adopted_topic_refuses_messages_without_an_ordering_key_at_once(
+    shared_gateway: GatewayProcess, names: Callable[..., str]
+) -> None:
+    """A compacted Kafka topic takes only records with a key. The broker's refusal of a keyless
+    record was answered UNAVAILABLE, which the clients retry until their deadline (a minute for
+    Python's); now such a Publish is refused at once, before anything is written."""
+    gw = shared_gateway
+    kafka = f"adopted-compacted-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": gw.bootstrap})
+    admin.create_topics([NewTopic(kafka, 1, 1, config={"cleanup.policy": "compact"})])[kafka].result(30)
+    pub, _ = clients(gw)
+    topic = names("topics")
+    pub.create_topic(request={"name": topic, "labels": {"kafka-topic": kafka}})
+    gapic = gapic_publisher(gw)
+    with pytest.raises(exceptions.FailedPrecondition, match=r"Message 1 has no ordering key.*compacted"):
+        gapic.publish(topic=topic, messages=[{"data": b"a", "ordering_key": "k"}, {"data": b"b"}], timeout=10)
+    assert _end_offsets(gw.bootstrap, kafka, 1) == [0]
+    gapic.publish(topic=topic, messages=[{"data": b"a", "ordering_key": "k"}], timeout=10)
+    assert _end_offsets(gw.bootstrap, kafka, 1) == [1]

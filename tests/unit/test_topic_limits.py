@@ -8,19 +8,22 @@ import asyncio
 import logging
 
 import pytest
+from confluent_kafka import KafkaError
 
 from gateway.errors import FailedPrecondition, NotFound, PermissionDenied, Unavailable
+from gateway.kafka import producer as producer_module
 from gateway.kafka import topic_limits
 from gateway.kafka.producer import LOG_OVERHEAD, Producer, alone_bytes
-from gateway.kafka.topic_limits import TopicLimits
+from gateway.kafka.topic_limits import UNKNOWN, TopicConfig, TopicLimits
 
 BOOT = {"bootstrap.servers": "127.0.0.1:1"}  # never started: no client is made
 
 
 class FakeAdmin:
-    """topic_config answers from `answers`, one per call: a limit, or an exception to raise."""
+    """topic_config answers from `answers`, one per call: a limit, a cleanup.policy and a limit,
+    or an exception to raise."""
 
-    def __init__(self, *answers: int | Exception) -> None:
+    def __init__(self, *answers: int | tuple[str, int] | Exception) -> None:
         self.answers = list(answers)
         self.calls = 0
 
@@ -30,7 +33,8 @@ class FakeAdmin:
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return {"max.message.bytes": str(answer), "cleanup.policy": "delete"}
+        policy, limit = answer if isinstance(answer, tuple) else ("delete", answer)
+        return {"max.message.bytes": str(limit), "cleanup.policy": policy}
 
 
 class Clock:
@@ -48,14 +52,14 @@ def _limits(admin: FakeAdmin, clock: Clock) -> TopicLimits:
 async def test_a_limit_is_read_once_then_again_after_a_while_or_a_refusal() -> None:
     admin, clock = FakeAdmin(60_000, 50_000, 40_000), Clock()
     limits = _limits(admin, clock)
-    assert await asyncio.gather(*(limits.of("t") for _ in range(3))) == [60_000] * 3
+    assert await asyncio.gather(*(limits.of("t") for _ in range(3))) == [TopicConfig(60_000, False)] * 3
     assert admin.calls == 1
     clock.now += topic_limits.REFRESH_SECONDS - 1
-    assert await limits.of("t") == 60_000
+    assert (await limits.of("t")).max_message_bytes == 60_000
     clock.now += 1
-    assert await limits.of("t") == 50_000  # read again
+    assert (await limits.of("t")).max_message_bytes == 50_000  # read again
     limits.forget("t")  # the broker refused a batch as too large
-    assert await limits.of("t") == 40_000
+    assert (await limits.of("t")).max_message_bytes == 40_000
     assert admin.calls == 3
 
 
@@ -65,11 +69,11 @@ async def test_without_describe_configs_the_limit_is_unknown_and_said_once(
     admin, clock = FakeAdmin(PermissionDenied("no DescribeConfigs"), PermissionDenied("still none")), Clock()
     limits = _limits(admin, clock)
     with caplog.at_level(logging.WARNING, logger=topic_limits.__name__):
-        assert await limits.of("t") is None
-        assert await limits.of("t") is None
+        assert await limits.of("t") == UNKNOWN
+        assert await limits.of("t") == UNKNOWN
         assert admin.calls == 1  # the refusal is remembered as long as a limit would be
         clock.now += topic_limits.REFRESH_SECONDS
-        assert await limits.of("t") is None
+        assert await limits.of("t") == UNKNOWN
     assert admin.calls == 2
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "grant DescribeConfigs" in warnings[0].getMessage()
@@ -80,19 +84,28 @@ async def test_a_failed_read_keeps_what_was_known_and_is_tried_again_soon() -> N
     clock = Clock()
     limits = _limits(admin, clock)
     retry = topic_limits.RETRY_SECONDS
-    assert await limits.of("t") is None  # unknown yet: the producer's batch.size
+    assert await limits.of("t") == UNKNOWN  # unknown yet: the producer's batch.size
     clock.now += retry - 1
-    assert await limits.of("t") is None  # not asked again per write
+    assert await limits.of("t") == UNKNOWN  # not asked again per write
     assert admin.calls == 1
     clock.now += 1
-    assert await limits.of("t") == 60_000
+    assert (await limits.of("t")).max_message_bytes == 60_000
     clock.now += topic_limits.REFRESH_SECONDS
-    assert await limits.of("t") == 60_000  # the refresh failed: what was known stays
+    assert (await limits.of("t")).max_message_bytes == 60_000  # the refresh failed: what was known stays
     clock.now += retry
-    assert await limits.of("t") == 60_000  # and again
+    assert (await limits.of("t")).max_message_bytes == 60_000  # and again
     clock.now += retry
-    assert await limits.of("t") == 50_000
+    assert (await limits.of("t")).max_message_bytes == 50_000
     assert admin.calls == 5
+
+
+@pytest.mark.parametrize(
+    ("policy", "compacted"),
+    [("delete", False), ("compact", True), ("compact,delete", True), ("delete, compact", True)],
+)
+async def test_a_compacted_topic_is_known(policy: str, compacted: bool) -> None:
+    limits = _limits(FakeAdmin((policy, 60_000)), Clock())
+    assert await limits.of("t") == TopicConfig(60_000, compacted)
 
 
 def test_batch_size_is_fitted_only_to_a_topic_that_takes_less() -> None:
@@ -135,3 +148,10 @@ def test_what_one_record_alone_takes() -> None:
     # The record's own length takes a second byte past 63 bytes of body.
     assert alone_bytes((None, bytes(57), None)) == 61 + 1 + 63
     assert alone_bytes((None, bytes(58), None)) == 61 + 2 + 64
+
+
+@pytest.mark.parametrize("code", [KafkaError.INVALID_RECORD, KafkaError.INVALID_TIMESTAMP])
+def test_records_the_broker_refuses_for_good_are_not_unavailable(code: int) -> None:
+    """Clients retry UNAVAILABLE until their deadline; these refusals would come again."""
+    refused = producer_module._translate(KafkaError(code), "t")
+    assert isinstance(refused, FailedPrecondition) and "Kafka topic t refused the records" in refused.message
