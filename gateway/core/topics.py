@@ -18,15 +18,22 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
-from gateway.clock import to_ms
+from gateway.clock import to_ms, within
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredSubscription, StoredTopic
 from gateway.core.tally import Tallies, TopicTally
 from gateway.core.topic_schemas import TopicSchemas
-from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from gateway.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    GatewayError,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from gateway.kafka.admin import Admin
-from gateway.kafka.producer import OutRecord, Producer, alone_bytes
+from gateway.kafka.producer import OutRecord, Producer, UnknownTopic, alone_bytes
 from gateway.kafka.topic_limits import TopicLimits
 from gateway.settings import Settings
 from gateway.translate import limits, names, records, unsupported
@@ -45,6 +52,11 @@ DELETE_SETTLE_SECONDS = 5.0
 # How often CreateTopic tries to make its Kafka topic or take on a left-over one, while the one
 # it finds goes away between the two (a deletion landing): each try ends in one or the other.
 TAKE_ON_TRIES = 3
+# A Publish whose Kafka topic the producer does not know looks at the cluster, for this long
+# while the topic is not found (a broker's metadata follows the controller's), before NOT_FOUND.
+GONE_WAIT_SECONDS = 2.0
+# The look takes at most this long in all: when Kafka is down, the write's own UNAVAILABLE.
+GONE_LOOK_SECONDS = 5.0
 MAX_MESSAGE_BYTES = 11 * 1024 * 1024  # Pub/Sub allows 10 MB messages; Kafka's default is 1 MB
 # More than a record batch holding one record without headers takes beyond the record's key
 # and value: the batch header (61 bytes) and the record's length, attributes, deltas and
@@ -331,6 +343,9 @@ class TopicService:
             if res.meta.adopted:
                 self._limits.forget(kafka)
             raise
+        except UnknownTopic as unknown:
+            gone = await kafka_topic_gone(self._admin, name, kafka, res.meta.partitions)
+            raise gone or unknown from unknown
         self.tallies.of(name).on_published(len(messages), size)
         return records.message_ids(done)
 
@@ -363,6 +378,30 @@ class TopicService:
                         f"takes at most {limit} (its max.message.bytes)"
                     )
         return self._producer.fitted_batch(limit)
+
+
+async def kafka_topic_gone(admin: Admin, topic: str, kafka: str, partitions: int) -> GatewayError | None:
+    """After a write the producer could not place or gave up on, why, if for good: `topic`'s
+    Kafka topic is gone (deleted outside the gateway: NOT_FOUND, as Publish to a topic that does
+    not exist), or has fewer than the `partitions` it was made or adopted with
+    (FAILED_PRECONDITION). None while it is there as it was, or the cluster cannot tell within
+    GONE_LOOK_SECONDS: the write's own UNAVAILABLE stands, and the client retries."""
+    try:
+        found = await within(admin.partitions(kafka, wait=GONE_WAIT_SECONDS), GONE_LOOK_SECONDS)
+    except (GatewayError, TimeoutError):
+        return None
+    if found is None:
+        return NotFound(
+            f"Kafka topic {kafka}, which holds the messages of {topic}, does not exist: "
+            "deleted outside the gateway? Make it again, or delete the topic and create it anew"
+        )
+    if found < partitions:
+        return FailedPrecondition(
+            f"Kafka topic {kafka}, which holds the messages of {topic}, has only {found} of the "
+            f"{partitions} partitions it had when the topic was made or adopted: made again "
+            "outside the gateway? Give it its partitions back, or delete the topic and create it anew"
+        )
+    return None
 
 
 def _topic_deleted(topic: str, sub: StoredSubscription) -> StoredSubscription | None:

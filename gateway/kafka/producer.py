@@ -155,6 +155,26 @@ _REFUSED_RECORDS = frozenset(
 )
 
 
+# The producer knows no such topic or partition, or gave up on a write (a write to a topic
+# deleted a moment ago times out: librdkafka waits for the topic to come back). Either the topic
+# is gone (deleted outside the gateway, or made again with fewer partitions), or the producer has
+# not learnt of it yet, or the cluster is slow: only a look at the cluster tells which
+# (TopicService.publish looks).
+_UNKNOWN = frozenset(
+    {
+        confluent_kafka.KafkaError._UNKNOWN_TOPIC,
+        confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+        confluent_kafka.KafkaError._UNKNOWN_PARTITION,
+        confluent_kafka.KafkaError._MSG_TIMED_OUT,
+    }
+)
+
+
+class UnknownTopic(Unavailable):
+    """A write the producer could not place or gave up on: UNAVAILABLE unless whoever catches it
+    finds the topic gone."""
+
+
 def _translate(
     err: confluent_kafka.KafkaError,
     topic: str | None = None,
@@ -186,6 +206,8 @@ def _translate(
     refused = denial(what, err, needs)
     if refused is not None:
         return refused
+    if err.code() in _UNKNOWN:
+        return UnknownTopic(f"Kafka did not confirm the write: {err.str()}")
     return Unavailable(f"Kafka did not confirm the write: {err.str()}")
 
 
