@@ -548,6 +548,26 @@ class GroupFetcher:
             consumer.incremental_unassign(tps)
         except confluent_kafka.KafkaException as exc:  # e.g. the topic was deleted meanwhile
             log.info("unassigning %s: %s", parts, exc)
+        if not self._assigned and self._running:
+            self._say_if_gone(consumer)
+
+    def _say_if_gone(self, consumer: confluent_kafka.Consumer) -> None:
+        """Every partition just went. If because the topic is gone (deleted with Kafka's own
+        tools), say so: nothing else would, as the subscription then only delivers nothing."""
+        try:
+            found = consumer.list_topics(self._topic, timeout=5)
+        except confluent_kafka.KafkaException:
+            return  # the cluster cannot tell now: the next rebalance asks again
+        meta = found.topics.get(self._topic)
+        error = None if meta is None else meta.error
+        if meta is None or (error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            log.warning(
+                "Kafka topic %s, which consumer group %s reads, does not exist: deleted outside "
+                "the gateway, or with its Pub/Sub topic? The subscription delivers nothing until "
+                "the topic is made again",
+                self._topic,
+                self._group,
+            )
 
     def _on_revoke(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
         self._revoke(consumer, tps, lost=False)
