@@ -395,6 +395,16 @@ class GroupFetcher:
     listener method on that thread. Other threads (the event loop) talk to it only through
     `wake`, `request_seek` and `request_commit`: requests wait in `_PendingOffsets` until the
     fetcher's loop takes them, at least every `IDLE_POLL_SECONDS`.
+
+    The rebalance callbacks run inside `poll`, and confluent-kafka keeps a per-thread record of
+    that poll which any blocking call on the same consumer (committed offsets, metadata, a
+    synchronous commit, uncached watermarks) clears when it returns: the poll's next callback
+    then aborts the process (`CallState_get: Assertion 'cs != NULL'`). A log line is such a
+    callback, and librdkafka logs plenty while a broker is down. So the callbacks make only the
+    blocking calls a hand-over cannot do without (committed and end offsets, the final commit),
+    just after the group's coordinator answered; a broker failing in that moment is a risk left.
+    Anything else waits for the loop (`_emptied`). Those calls cannot move to another thread:
+    made there while the polling thread is in a callback, they hang.
     """
 
     def __init__(
@@ -444,6 +454,8 @@ class GroupFetcher:
         self._commits = _PendingOffsets()
         self._seeks = _PendingOffsets()
         self._running = True
+        # Set when a revocation took the last partition: the loop then looks at the topic.
+        self._emptied = False
         self._thread = threading.Thread(target=self._run, name=f"fetch-{group_id}"[:60], daemon=True)
 
     def start(self) -> None:
@@ -549,11 +561,12 @@ class GroupFetcher:
         except confluent_kafka.KafkaException as exc:  # e.g. the topic was deleted meanwhile
             log.info("unassigning %s: %s", parts, exc)
         if not self._assigned and self._running:
-            self._say_if_gone(consumer)
+            self._emptied = True  # looked at after the poll, not here: see the class's note
 
     def _say_if_gone(self, consumer: confluent_kafka.Consumer) -> None:
         """Every partition just went. If because the topic is gone (deleted with Kafka's own
-        tools), say so: nothing else would, as the subscription then only delivers nothing."""
+        tools), say so: nothing else would, as the subscription then only delivers nothing.
+        Called by the loop, never in a callback (see the class's note)."""
         try:
             found = consumer.list_topics(self._topic, timeout=5)
         except confluent_kafka.KafkaException:
@@ -606,6 +619,10 @@ class GroupFetcher:
     def _run(self) -> None:
         consumer = self._consumer
         while self._running:
+            if self._emptied:
+                self._emptied = False
+                if not self._assigned:
+                    self._say_if_gone(consumer)
             seeks = self._seeks.take()
             if seeks:
                 self._seek(seeks)
