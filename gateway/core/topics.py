@@ -35,6 +35,7 @@ from gateway.errors import (
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import OutRecord, Producer, UnknownTopic, alone_bytes
 from gateway.kafka.topic_limits import TopicLimits
+from gateway.once import OnePerKey
 from gateway.settings import Settings
 from gateway.translate import limits, names, records, unsupported
 from gateway.translate.meta import TopicMeta
@@ -89,6 +90,8 @@ class TopicService:
         self._producer = producer
         self._schemas = schemas
         self._limits = TopicLimits(admin)  # adopted topics' max.message.bytes
+        # Publish calls failing together (an outage, a deletion) share one look at their topic.
+        self._looks: OnePerKey[str, int | None] = OnePerKey()
         self._undoing: set[asyncio.Task[None]] = set()
         self.tallies = Tallies(TopicTally, settings.metrics_max_topics)  # publishes, for /metrics
 
@@ -344,7 +347,7 @@ class TopicService:
                 self._limits.forget(kafka)
             raise
         except UnknownTopic as unknown:
-            gone = await kafka_topic_gone(self._admin, name, kafka, res.meta.partitions)
+            gone = await kafka_topic_gone(self._admin, self._looks, name, kafka, res.meta.partitions)
             raise gone or unknown from unknown
         self.tallies.of(name).on_published(len(messages), size)
         return records.message_ids(done)
@@ -380,14 +383,18 @@ class TopicService:
         return self._producer.fitted_batch(limit)
 
 
-async def kafka_topic_gone(admin: Admin, topic: str, kafka: str, partitions: int) -> GatewayError | None:
+async def kafka_topic_gone(
+    admin: Admin, looks: OnePerKey[str, int | None], topic: str, kafka: str, partitions: int
+) -> GatewayError | None:
     """After a write the producer could not place or gave up on, why, if for good: `topic`'s
     Kafka topic is gone (deleted outside the gateway: NOT_FOUND, as Publish to a topic that does
     not exist), or has fewer than the `partitions` it was made or adopted with
     (FAILED_PRECONDITION). None while it is there as it was, or the cluster cannot tell within
-    GONE_LOOK_SECONDS: the write's own UNAVAILABLE stands, and the client retries."""
+    GONE_LOOK_SECONDS: the write's own UNAVAILABLE stands, and the client retries. Calls that
+    look at the same Kafka topic meanwhile share one look (`looks`)."""
+    look = functools.partial(admin.partitions, kafka, wait=GONE_WAIT_SECONDS)
     try:
-        found = await within(admin.partitions(kafka, wait=GONE_WAIT_SECONDS), GONE_LOOK_SECONDS)
+        found = await within(looks.run(kafka, look), GONE_LOOK_SECONDS)
     except (GatewayError, TimeoutError):
         return None
     if found is None:

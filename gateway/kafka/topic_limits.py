@@ -15,7 +15,6 @@ broker alone refuses what it refuses, and a warning says what to grant.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import NamedTuple
 
 from gateway.errors import GatewayError, PermissionDenied
 from gateway.kafka.admin import Admin
+from gateway.once import OnePerKey
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class TopicLimits:
         self._admin = admin
         self._clock = clock
         self._known: dict[str, tuple[float, TopicConfig]] = {}  # topic -> (read at, config)
-        self._reading: dict[str, asyncio.Future[TopicConfig]] = {}
+        self._reading: OnePerKey[str, TopicConfig] = OnePerKey()  # whoever asks meanwhile waits
         self._warned: set[str] = set()
 
     async def of(self, topic: str) -> TopicConfig:
@@ -52,11 +52,7 @@ class TopicLimits:
         known = self._known.get(topic)
         if known is not None and self._clock() - known[0] < REFRESH_SECONDS:
             return known[1]
-        reading = self._reading.get(topic)
-        if reading is None:  # one read at a time per topic, whoever asks meanwhile waits for it
-            reading = self._reading[topic] = asyncio.ensure_future(self._read(topic))
-            reading.add_done_callback(lambda _: self._reading.pop(topic, None))
-        return await asyncio.shield(reading)
+        return await self._reading.run(topic, lambda: self._read(topic))
 
     def forget(self, topic: str) -> None:
         """The broker refused a write: read the topic's configs again before the next one."""

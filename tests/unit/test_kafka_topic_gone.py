@@ -14,6 +14,7 @@ from gateway.core import topics
 from gateway.core.topics import kafka_topic_gone
 from gateway.errors import Code, FailedPrecondition, NotFound, Unavailable
 from gateway.kafka.producer import UnknownTopic, _translate
+from gateway.once import OnePerKey
 
 
 @pytest.mark.parametrize(
@@ -56,7 +57,7 @@ class Admin:
 
 
 def _gone(admin: Admin, partitions: int = 4) -> object:
-    return asyncio.run(kafka_topic_gone(admin, "projects/p/topics/t", "p.t", partitions))  # type: ignore[arg-type]
+    return asyncio.run(kafka_topic_gone(admin, OnePerKey(), "projects/p/topics/t", "p.t", partitions))  # type: ignore[arg-type]
 
 
 def test_a_kafka_topic_not_found_is_not_found_naming_both_topics() -> None:
@@ -87,3 +88,17 @@ def test_a_cluster_that_does_not_answer_in_time_leaves_the_writes_own_error(
 ) -> None:
     monkeypatch.setattr(topics, "GONE_LOOK_SECONDS", 0.05)
     assert _gone(Admin(None, delay=1.0)) is None
+
+
+def test_calls_failing_together_share_one_look_and_each_get_their_own_error() -> None:
+    admin = Admin(None, delay=0.05)
+
+    async def many() -> list[object]:
+        looks: OnePerKey[str, int | None] = OnePerKey()
+        calls = [kafka_topic_gone(admin, looks, "projects/p/topics/t", "p.t", 4) for _ in range(20)]  # type: ignore[arg-type]
+        return await asyncio.gather(*calls)
+
+    errors = asyncio.run(many())
+    assert len(admin.asked) == 1
+    assert all(isinstance(e, NotFound) for e in errors)
+    assert len({id(e) for e in errors}) == 20  # raised by each call: no instance shared
