@@ -403,8 +403,8 @@ class GroupFetcher:
     callback, and librdkafka logs plenty while a broker is down. So the callbacks make only the
     blocking calls a hand-over cannot do without (committed and end offsets, the final commit),
     just after the group's coordinator answered; a broker failing in that moment is a risk left.
-    Anything else waits for the loop (`_emptied`). Those calls cannot move to another thread:
-    made there while the polling thread is in a callback, they hang.
+    Those calls cannot move to another thread: made there while the polling thread is in a
+    callback, they hang.
     """
 
     def __init__(
@@ -454,8 +454,6 @@ class GroupFetcher:
         self._commits = _PendingOffsets()
         self._seeks = _PendingOffsets()
         self._running = True
-        # Set when a revocation took the last partition: the loop then looks at the topic.
-        self._emptied = False
         self._thread = threading.Thread(target=self._run, name=f"fetch-{group_id}"[:60], daemon=True)
 
     def start(self) -> None:
@@ -560,27 +558,6 @@ class GroupFetcher:
             consumer.incremental_unassign(tps)
         except confluent_kafka.KafkaException as exc:  # e.g. the topic was deleted meanwhile
             log.info("unassigning %s: %s", parts, exc)
-        if not self._assigned and self._running:
-            self._emptied = True  # looked at after the poll, not here: see the class's note
-
-    def _say_if_gone(self, consumer: confluent_kafka.Consumer) -> None:
-        """Every partition just went. If because the topic is gone (deleted with Kafka's own
-        tools), say so: nothing else would, as the subscription then only delivers nothing.
-        Called by the loop, never in a callback (see the class's note)."""
-        try:
-            found = consumer.list_topics(self._topic, timeout=5)
-        except confluent_kafka.KafkaException:
-            return  # the cluster cannot tell now: the next rebalance asks again
-        meta = found.topics.get(self._topic)
-        error = None if meta is None else meta.error
-        if meta is None or (error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
-            log.warning(
-                "Kafka topic %s, which consumer group %s reads, does not exist: deleted outside "
-                "the gateway, or with its Pub/Sub topic? The subscription delivers nothing until "
-                "the topic is made again",
-                self._topic,
-                self._group,
-            )
 
     def _on_revoke(self, consumer: confluent_kafka.Consumer, tps: list[TopicPartition]) -> None:
         self._revoke(consumer, tps, lost=False)
@@ -619,10 +596,6 @@ class GroupFetcher:
     def _run(self) -> None:
         consumer = self._consumer
         while self._running:
-            if self._emptied:
-                self._emptied = False
-                if not self._assigned:
-                    self._say_if_gone(consumer)
             seeks = self._seeks.take()
             if seeks:
                 self._seek(seeks)
