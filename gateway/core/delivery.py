@@ -176,10 +176,14 @@ class DeliveryService:
                 policies=self._policies(res),
                 transactional_prefix=self._settings.internal_prefix,
                 on_truncated=self._truncated,
+                epoch=res.meta.epoch,
             )
             runner.tally = self.tallies.of(res.name)
             await runner.start()
             self._runners[res.name] = runner
+            now = self._store.get("subscription", res.name)  # a Seek meanwhile told no runner
+            if now is not None:
+                runner.want_epoch(now.meta.epoch)
             return runner
         finally:
             self._starting.pop(res.name, None)
@@ -222,6 +226,7 @@ class DeliveryService:
         runner = self._runners.get(name)
         if runner is not None and res is not None:
             runner.update_policies(self._policies(res))
+            runner.want_epoch(res.meta.epoch)
         stale = (
             res is None
             or not res.meta.delivers

@@ -72,6 +72,13 @@ QUIET_SWEEP_SECONDS = 1.0
 # to estimate the bytes not fetched yet.
 TRUNCATION_CHECK_SECONDS = 1.0
 TRUNCATION_ENDS_SECONDS = 10.0
+# A Seek (or TruncateSubscription) raises the subscription's epoch in its record first and then
+# writes the new epoch's checkpoints. A partition whose state is of an older epoch than the
+# record's delivers nothing until its checkpoint is adopted. A seeker that died between the two
+# writes leaves no checkpoint to come: its producer gives every write up after 30 s
+# (delivery.timeout.ms), so after this long the owner carries on from its own state in the new
+# epoch (the seek reached that partition no further than its record: docs/lease-log.md).
+EPOCH_WAIT_SECONDS = 35.0
 
 
 _wire_size: Callable[[Record], int] = operator.attrgetter("wire_size")  # no frame of its own
@@ -103,8 +110,13 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         policies: Policies | None = None,
         transactional_prefix: str = "pubsub-gateway",
         on_truncated: Callable[[str], Awaitable[None]] | None = None,
+        epoch: int = 0,
     ) -> None:
         self.name = name
+        # The epoch of the subscription's record (want_epoch), and the partitions whose state is
+        # older: not delivered from until they adopt it -> since when (monotonic time).
+        self._epoch_wanted = epoch
+        self._behind: dict[int, float] = {}
         self._kafka_topic = kafka_topic
         # Truncation policy: told of every round that dropped messages (it raises the event);
         # messages dropped and not yet told; the partitions' ends as last asked (monotonic time)
@@ -250,6 +262,44 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         for state in self.states.values():
             self._apply_policies(state)
 
+    def want_epoch(self, epoch: int) -> None:
+        """The subscription's record is of `epoch` (a Seek or a truncation raised it): the
+        partitions of an older state deliver nothing until they adopt its checkpoint."""
+        if epoch <= self._epoch_wanted:
+            return
+        self._epoch_wanted = epoch
+        for p, state in self.states.items():
+            self._check_epoch(p, state)
+
+    def _check_epoch(self, p: int, state: PartitionState[Record]) -> None:
+        if state.epoch < self._epoch_wanted:
+            self._behind.setdefault(p, time.monotonic())
+        else:
+            self._behind.pop(p, None)
+
+    def _wait_out_epochs(self) -> None:
+        """Partitions behind the record's epoch for EPOCH_WAIT_SECONDS: no checkpoint of it will
+        come (its seeker died between its writes), so they go on from their own state in it."""
+        now = time.monotonic()
+        for p, since in list(self._behind.items()):
+            state = self.states.get(p)
+            if state is None:
+                del self._behind[p]
+            elif now - since >= EPOCH_WAIT_SECONDS:
+                log.warning(
+                    "%s: no checkpoint of epoch %d came for partition %d in %.0f s; it goes on "
+                    "from its own state in that epoch",
+                    self.name,
+                    self._epoch_wanted,
+                    p,
+                    now - since,
+                )
+                self._folded[p].add(logformat.checkpoint_key(p, state.epoch))
+                state.epoch = self._epoch_wanted
+                state.dirty = True
+                del self._behind[p]
+                self._after_change()
+
     def _apply_policies(self, state: PartitionState[Record]) -> None:
         state.backoff = self.policies.backoff
         state.max_attempts = self.policies.max_attempts
@@ -267,6 +317,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         writing.difference_update([k for k in writing if k.startswith(prefix)])
         self._log_reader.report_progress({(self.writer.topic, p): log_end})
         state.dirty = True
+        self._check_epoch(p, state)
 
     def on_fetch_targets(self, ends: dict[int, int]) -> None:
         self._loop.call_soon_threadsafe(self._set_targets, ends)
@@ -313,6 +364,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         final: dict[int, int] = {}
         for p in partitions:
             self._dead_letters_denied.pop(p, None)
+            self._behind.pop(p, None)
             self._fetched_to(p, 1 << 62)  # not ours to wait for any more
             sender = self._dead_letter_senders.pop(p, None)
             if sender is not None:
@@ -455,6 +507,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         self._folded[p].add(logformat.checkpoint_key(p, old))
         self._seeking[p] = state.watermark  # records fetched before the consumer moves are stale
         self._fetcher.request_seek({p: state.watermark})
+        self._epoch_wanted = max(self._epoch_wanted, cp.epoch)
+        self._check_epoch(p, state)
         log.info("%s: partition %d sought to offset %d (epoch %d)", self.name, p, state.watermark, cp.epoch)
 
     def on_seeked(self, done: dict[int, int]) -> None:
@@ -653,9 +707,11 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         return any(s.ready_count for s in self._deliverable())
 
     def _deliverable(self) -> list[PartitionState[Record]]:
-        if not self._stalled:
+        """The owned partitions that may deliver now: none with a lease write overdue, none
+        whose state is of an epoch older than the subscription's record (see want_epoch)."""
+        if not self._stalled and not self._behind:
             return list(self.states.values())
-        return [s for p, s in self.states.items() if p not in self._stalled]
+        return [s for p, s in self.states.items() if p not in self._stalled and p not in self._behind]
 
     # -- dead letters ----------------------------------------------------------------------
 
@@ -663,6 +719,8 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         while True:
             quiet = not self._dead_letters_denied and all(s.quiet() for s in self.states.values())
             await asyncio.sleep(QUIET_SWEEP_SECONDS if quiet else SWEEP_SECONDS)
+            if self._behind:
+                self._wait_out_epochs()
             now = now_ms()
             for p, state in list(self.states.items()):
                 # Expired leases are found here too, not only by the next pull: a message whose

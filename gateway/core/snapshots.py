@@ -23,7 +23,7 @@ from gateway.clock import now_ms
 from gateway.core import masks
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, StoredSnapshot, StoredSubscription
-from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
@@ -35,6 +35,11 @@ from gateway.translate.meta import PartitionAcks, SnapshotMeta, SubscriptionMeta
 
 log = logging.getLogger(__name__)
 SNAPSHOT_LIFETIME_S = 7 * 24 * 3600
+# How long a Seek waits for the partitions' owners to adopt its new epoch (well past a dead
+# owner's group session, 20 s by default, after which the group no longer lists it), and how
+# often it looks: their log readers commit what they applied about every 0.25 s.
+ADOPT_WAIT_SECONDS = 50.0
+ADOPT_POLL_SECONDS = 0.1
 UPDATABLE = {"labels", "expire_time"}
 
 
@@ -149,13 +154,18 @@ class SnapshotService:
         self,
         sub: StoredSubscription,
         state: dict[int, tuple[int, tuple[tuple[int, int], ...]]],
-        also: Callable[[SubscriptionMeta], SubscriptionMeta] | None = None,
+        also: Callable[[SubscriptionMeta, int], SubscriptionMeta] | None = None,
     ) -> int:
         """Start a new epoch of the lease/ack log with each partition's (watermark, acked
         ranges) in `state`: the record's epoch is raised first (by compare-and-set, with `also`'s
-        change in the same write: a truncation event), then a checkpoint of it is written to
-        every log partition; the owners adopt them (runner.py `_adopt_seek`). Returns the epoch.
-        NOT_FOUND when the subscription was deleted, or re-created, meanwhile."""
+        change of the meta in the same write, given the new epoch: a truncation event), then a
+        checkpoint of it is written to every log partition; the owners adopt them (runner.py
+        `_adopt_seek`), and this returns once every partition's owner has (`_await_adopted`):
+        from then on no process delivers from the old epoch. Returns the epoch.
+
+        NOT_FOUND when the subscription was deleted, or re-created, meanwhile. UNAVAILABLE when
+        an owner did not confirm within ADOPT_WAIT_SECONDS: the new epoch stands all the same
+        (an owner that cannot read the log delivers nothing from the old one meanwhile)."""
         uid = sub.meta.uid
         tried: list[int] = []  # the epoch of each try: the last one is what was written
 
@@ -164,11 +174,11 @@ class SnapshotService:
                 raise NotFound(f"Subscription does not exist (resource={sub.name})")
             meta = dataclasses.replace(meta, epoch=meta.epoch + 1)
             tried.append(meta.epoch)
-            return meta if also is None else also(meta)
+            return meta if also is None else also(meta, meta.epoch)
 
         await self._store.change_subscription(sub.name, raised)
         epoch = tried[-1]
-        await asyncio.gather(
+        written = await asyncio.gather(
             *(
                 self._producer.send(
                     sub.meta.log_topic,
@@ -185,7 +195,34 @@ class SnapshotService:
             )
         )
         log.info("%s: sought (epoch %d)", sub.name, epoch)
+        await self._await_adopted(sub, {p: offset for ((p, offset),) in written})
         return epoch
+
+    async def _await_adopted(self, sub: StoredSubscription, checkpoints: dict[int, int]) -> None:
+        """Wait until the owner of every partition in `checkpoints` (log partition -> the offset
+        of the new epoch's checkpoint there) has applied its log past that offset, as the
+        runners' log readers commit it to the subscription's `applied_group`. A partition
+        nobody owns needs no wait: its next owner folds the whole log before it delivers. While
+        the group rebalances its assignment is not known, so this waits for it to settle."""
+        meta = sub.meta
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + ADOPT_WAIT_SECONDS
+        while True:
+            settled, owners = await self._admin.group_assignment(meta.group_id)
+            owned = sorted(p for p in owners if p in checkpoints)
+            behind = owned if not settled else []
+            if settled and owned:
+                applied = await self._admin.group_offsets(meta.applied_group, meta.log_topic, owned)
+                behind = [p for p in owned if applied.get(p, -1) <= checkpoints[p]]
+            if not behind and settled:
+                return
+            if loop.time() > give_up:
+                raise Unavailable(
+                    f"Seek of {sub.name}: the owners of partitions {behind or 'of a rebalancing group'} "
+                    f"did not take the new position within {ADOPT_WAIT_SECONDS:.0f} s; it stands, "
+                    "and they deliver nothing before it meanwhile."
+                )
+            await asyncio.sleep(ADOPT_POLL_SECONDS)
 
 
 def check_seek_target(request: pubsub_pb2.SeekRequest) -> None:

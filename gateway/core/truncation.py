@@ -6,10 +6,13 @@ The interface, for the legacy servicers (gateway/legacy) and the gRPC push dispa
 - `await truncate(subscription)`: drop the whole pending backlog and raise one truncation
   event, in one compare-and-set write of the subscription's record (a new epoch of the lease/ack
   log, whose checkpoints start every partition at its end, like a Seek to the end; the event's
-  count is raised in the same write). Messages published after it returns are delivered.
-- `take_event(subscription, deadline_s) -> str | None`: the ack id of the pending truncation
-  event, now leased to the caller for `deadline_s` seconds; None when there is none, or when it
-  is leased (by this process) to someone else. Call it before taking messages, and deliver the
+  count is raised in the same write). It returns once every partition's owner has taken up the
+  new epoch, and holds the event until then: nothing published before the call is delivered
+  after the event. Messages published after it returns are delivered.
+- `await take_event(subscription, deadline_s) -> str | None`: the ack id of the pending
+  truncation event, now leased to the caller for `deadline_s` seconds; None when there is none,
+  when its truncation is not yet taken up by every partition's owner, or when it is leased (by
+  any process) to someone else. Call it before taking messages, and deliver the
   event first (PubsubEvent.truncated = true, with this ack id).
 - `is_event_ack_id(ack_id)` / `split_ack_ids(ack_ids)`: which ids are events' (the others go to
   DeliveryService as v1 ids).
@@ -22,33 +25,32 @@ The interface, for the legacy servicers (gateway/legacy) and the gRPC push dispa
 
 The event is durable in the subscription's record (`SubscriptionMeta.legacy_truncations` raised,
 `legacy_truncations_acked`: pending while raised > acked; several raised before an ack coalesce
-into one, the latest), so any process can deliver and ack it. Its lease is in this process's
-memory only: another process may deliver it meanwhile, which at-least-once delivery allows.
+into one, the latest), so any process can deliver and ack it; so is its lease, changed by
+compare-and-set like every change of the record, so no process hands it out while another's
+lease of it runs.
 v1 clients never see events: nothing of this reaches DeliveryService's Pull or StreamingPull.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 
 from gateway.clock import now_ms
-from gateway.core.resources import AnyResource, ResourceStore, StoredSubscription
-from gateway.core.snapshots import SnapshotService
+from gateway.core.resources import ResourceStore, StoredSubscription
+from gateway.core.snapshots import ADOPT_WAIT_SECONDS, SnapshotService
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
 from gateway.kafka.admin import Admin
 from gateway.translate import ackids, limits, names
-from gateway.translate.meta import Kind, SubscriptionMeta
+from gateway.translate.meta import SubscriptionMeta
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Lease:
-    uid: str
-    seq: int
-    deadline_ms: int
+# An explicit truncation's event is held while its epoch is taken up by the owners; should the
+# truncating process die meanwhile, the hold ends this long after that wait would have given up.
+HOLD_MARGIN_SECONDS = 10.0
 
 
 def is_event_ack_id(ack_id: str) -> bool:
@@ -70,13 +72,6 @@ class TruncationService:
         self._store = store
         self._admin = admin
         self._snapshots = snapshots
-        self._leases: dict[str, _Lease] = {}  # subscription -> the event leased by this process
-        store.subscribe(self._on_resource_change)
-
-    def _on_resource_change(self, kind: Kind, name: str, res: AnyResource | None) -> None:
-        """A deleted subscription's lease goes with it (a re-created one has another uid)."""
-        if kind == "subscription" and res is None:
-            self._leases.pop(name, None)
 
     def _subscription(self, name: str) -> StoredSubscription:
         names.subscription(name)
@@ -85,17 +80,40 @@ class TruncationService:
     # -- raising ---------------------------------------------------------------------------
 
     async def truncate(self, subscription: str) -> None:
-        """Drop the subscription's pending backlog and raise a truncation event."""
+        """Drop the subscription's pending backlog and raise a truncation event. Returns once
+        every partition's owner delivers from the new epoch only (SnapshotService.start_epoch);
+        the event is held until then, so that nothing published before the call is delivered
+        after the event, by any process."""
         sub = self._subscription(subscription)
         if sub.meta.topic_deleted or sub.proto.topic == names.DELETED_TOPIC:
             raise FailedPrecondition(f"The topic of this subscription was deleted (resource={subscription})")
         ends = await self._admin.end_offsets(sub.meta.kafka_topic, sub.meta.partitions)
-        epoch = await self._snapshots.start_epoch(sub, {p: (end, ()) for p, end in ends.items()}, _raised)
+        hold_until = now_ms() + int((ADOPT_WAIT_SECONDS + HOLD_MARGIN_SECONDS) * 1000)
+
+        def raised_and_held(meta: SubscriptionMeta, epoch: int) -> SubscriptionMeta:
+            return dataclasses.replace(
+                _raised(meta), legacy_truncation_hold_epoch=epoch, legacy_truncation_hold_until_ms=hold_until
+            )
+
+        epoch = await self._snapshots.start_epoch(
+            sub, {p: (end, ()) for p, end in ends.items()}, raised_and_held
+        )
+
+        def released(meta: SubscriptionMeta) -> SubscriptionMeta | None:
+            if meta.uid != sub.meta.uid or meta.legacy_truncation_hold_epoch != epoch:
+                return None  # re-created, or a later truncation holds its own event
+            return dataclasses.replace(
+                meta, legacy_truncation_hold_epoch=0, legacy_truncation_hold_until_ms=0
+            )
+
+        with contextlib.suppress(NotFound):
+            await self._store.change_subscription(subscription, released)
         log.info("%s: truncated at %s (epoch %d)", subscription, ends, epoch)
 
     async def raise_event(self, subscription: str) -> None:
-        """Raise a truncation event (the policy dropped messages). A subscription deleted
-        meanwhile has nothing to raise it on."""
+        """Raise a truncation event (the policy dropped messages: their owner acked them before
+        calling this, so the event needs no hold). A subscription deleted meanwhile has nothing
+        to raise it on."""
         try:
             await self._store.change_subscription(subscription, _raised)
         except NotFound:
@@ -107,22 +125,33 @@ class TruncationService:
         """The number of the pending event (0: none). NOT_FOUND for no such subscription."""
         return self._subscription(subscription).meta.truncation_pending
 
-    def take_event(self, subscription: str, deadline_s: int) -> str | None:
+    async def take_event(self, subscription: str, deadline_s: int) -> str | None:
         """The ack id of the pending event, leased to the caller for `deadline_s` seconds, or
-        None (nothing pending, or leased out by this process until its deadline)."""
+        None: nothing pending, its truncation not yet taken by every owner, or leased out (by
+        any process) until its deadline. The lease is a compare-and-set of the record."""
         # 0: the default ack deadline; otherwise what ModifyAckDeadline accepts (up to 600 s)
         deadline_s = limits.ack_deadline(0) if deadline_s == 0 else limits.modify_deadline(deadline_s)
         sub = self._subscription(subscription)
-        seq = sub.meta.truncation_pending
-        if not seq:
-            self._leases.pop(subscription, None)
-            return None
         now = now_ms()
-        lease = self._leases.get(subscription)
-        if lease is not None and (lease.uid, lease.seq) == (sub.meta.uid, seq) and lease.deadline_ms > now:
+        seq = sub.meta.truncation_to_deliver(now)
+        if not seq:
             return None
-        self._leases[subscription] = _Lease(sub.meta.uid, seq, now + deadline_s * 1000)
-        return ackids.encode_event(sub.meta.uid, seq)
+        uid = sub.meta.uid
+        won: list[bool] = []  # the decision of the last try: the one that was written
+
+        def leased(meta: SubscriptionMeta) -> SubscriptionMeta | None:
+            won[:] = [meta.uid == uid and meta.truncation_to_deliver(now) == seq]
+            if not won[0]:
+                return None  # taken meanwhile, acked, or superseded by a later event
+            return dataclasses.replace(
+                meta, legacy_truncation_lease=seq, legacy_truncation_lease_until_ms=now + deadline_s * 1000
+            )
+
+        try:
+            await self._store.change_subscription(subscription, leased)
+        except NotFound:
+            return None
+        return ackids.encode_event(uid, seq) if won and won[0] else None
 
     async def settle(self, subscription: str, ack_ids: Sequence[str], deadline_s: int | None) -> None:
         """Ack (deadline_s None), nack (0) or extend (seconds) the leases of event ack ids."""
@@ -138,37 +167,41 @@ class TruncationService:
         mine = [r.seq for r in refs if r.uid == sub.meta.uid]  # others: of an earlier incarnation
         if not mine:
             return
-        if deadline_s is not None:
-            lease = self._leases.get(subscription)
-            if lease is not None and lease.uid == sub.meta.uid and lease.seq in mine:
-                if deadline_s == 0:
-                    del self._leases[subscription]
-                else:
-                    self._leases[subscription] = dataclasses.replace(
-                        lease, deadline_ms=now_ms() + deadline_s * 1000
-                    )
-            return
-        await self._ack(sub, max(mine))
-
-    async def _ack(self, sub: StoredSubscription, seq: int) -> None:
         uid = sub.meta.uid
-
-        def acked(meta: SubscriptionMeta) -> SubscriptionMeta | None:
-            if meta.uid != uid:
-                return None  # deleted and re-created meanwhile: the id is stale
-            upto = min(seq, meta.legacy_truncations)
-            if upto <= meta.legacy_truncations_acked:
-                return None  # acked already, or a stale id: nothing changes
-            return dataclasses.replace(meta, legacy_truncations_acked=upto)
-
-        try:
-            stored = await self._store.change_subscription(sub.name, acked)
-        except NotFound:
-            return
-        lease = self._leases.get(sub.name)
-        if lease is not None and lease.uid == uid and lease.seq <= stored.meta.legacy_truncations_acked:
-            del self._leases[sub.name]
+        if deadline_s is None:
+            change = functools.partial(_acked, uid, max(mine))
+        else:
+            until = now_ms() + deadline_s * 1000 if deadline_s else 0
+            change = functools.partial(_lease_moved, uid, frozenset(mine), until)
+        with contextlib.suppress(NotFound):
+            await self._store.change_subscription(subscription, change)
 
 
 def _raised(meta: SubscriptionMeta) -> SubscriptionMeta:
     return dataclasses.replace(meta, legacy_truncations=meta.legacy_truncations + 1)
+
+
+def _acked(uid: str, seq: int, meta: SubscriptionMeta) -> SubscriptionMeta | None:
+    """Events up to `seq` acknowledged; None when that changes nothing (acked already, a stale
+    id, or of an earlier subscription of the name)."""
+    if meta.uid != uid:
+        return None
+    upto = min(seq, meta.legacy_truncations)
+    if upto <= meta.legacy_truncations_acked:
+        return None
+    meta = dataclasses.replace(meta, legacy_truncations_acked=upto)
+    if meta.legacy_truncation_lease > upto:  # a later event's lease stays
+        return meta
+    return dataclasses.replace(meta, legacy_truncation_lease=0, legacy_truncation_lease_until_ms=0)
+
+
+def _lease_moved(
+    uid: str, seqs: frozenset[int], until_ms: int, meta: SubscriptionMeta
+) -> SubscriptionMeta | None:
+    """The event's lease moved to `until_ms` (0: ended, a nack) when one of `seqs` is the event
+    leased now; anything else changes nothing (a stale id, or nobody holds it)."""
+    if meta.uid != uid or not meta.legacy_truncation_lease or meta.legacy_truncation_lease not in seqs:
+        return None
+    if meta.legacy_truncation_lease_until_ms == until_ms:
+        return None
+    return dataclasses.replace(meta, legacy_truncation_lease_until_ms=until_ms)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from confluent_kafka import (
+    ConsumerGroupState,
     ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
@@ -434,14 +435,34 @@ class Admin:
 
     async def group_owners(self, group: str) -> dict[int, str]:
         """Partition -> client.id of the member that owns it, for a group's current assignment."""
+        return (await self.group_assignment(group))[1]
+
+    async def group_assignment(self, group: str) -> tuple[bool, dict[int, str]]:
+        """(whether the group is settled, partition -> client.id of its owner). While a group
+        rebalances, its members' assignments are not known: settled is False then."""
         futures = self._client.describe_consumer_groups([group], request_timeout=TIMEOUT)
         desc = await _await(
             futures[group], f"describing consumer group {group}", Need("DESCRIBE", GROUP, group)
         )
-        return {
+        settled = desc.state in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
+        owners = {
             tp.partition: member.client_id
             for member in desc.members
             for tp in (member.assignment.topic_partitions if member.assignment else [])
+        }
+        return settled, owners
+
+    async def group_offsets(self, group: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+        """The group's committed offsets of these partitions of `topic` (those it has)."""
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
+        futures = self._client.list_consumer_group_offsets([request], request_timeout=TIMEOUT)
+        done = await _await(
+            futures[group], f"reading offsets of consumer group {group}", Need("DESCRIBE", GROUP, group)
+        )
+        return {
+            tp.partition: tp.offset
+            for tp in done.topic_partitions or ()
+            if tp.error is None and tp.offset >= 0
         }
 
     async def delete_group(self, group: str) -> bool:

@@ -208,11 +208,11 @@ class LegacyService:
         self._delivery.record_activity(name)  # presence, for garbage_collect_seconds
         await self._truncation.truncate(name)
 
-    def take_event(self, name: str) -> str | None:
+    async def take_event(self, name: str) -> str | None:
         """The ack id of the pending truncation event, leased to this caller for the
         subscription's ack deadline; None when there is none to deliver now."""
         res = self._subs.get(name)
-        return self._truncation.take_event(name, res.proto.ack_deadline_seconds)
+        return await self._truncation.take_event(name, res.proto.ack_deadline_seconds)
 
     # -- delivery ---------------------------------------------------------------------------
 

@@ -205,7 +205,7 @@ class LegacySubscriber(_Servicer):
         name = self._names.subscription(subscription)
         await self._admit(_V1_SUB + "Pull", v1.PullRequest(subscription=name), context)
         shown = self._names.show(name, subscription)
-        out = self._event(name, shown)
+        out = await self._event(name, shown)
         max_events = min(max_events, MAX_EVENTS) if max_events > 0 else DEFAULT_MAX_EVENTS
         if max_events <= len(out):
             return out
@@ -215,10 +215,10 @@ class LegacySubscriber(_Servicer):
             wait = min(wait, max(0.0, remaining - PULL_DEADLINE_MARGIN))
         got = await self._service.pull(name, max_events - len(out), wait)
         out += [self._response(shown, d) for d in got]
-        return out or self._event(name, shown)
+        return out or await self._event(name, shown)
 
-    def _event(self, name: str, shown: str) -> list[lpb.PullResponse]:
-        ack_id = self._service.take_event(name)
+    async def _event(self, name: str, shown: str) -> list[lpb.PullResponse]:
+        ack_id = await self._service.take_event(name)
         return (
             [] if ack_id is None else [lpb.PullResponse(ack_id=ack_id, pubsub_event=truncated_event(shown))]
         )

@@ -71,7 +71,7 @@ Taken = tuple["Delivery", int, float]  # a delivery, its session number, when it
 class Events(Protocol):
     """The truncation events of one subscription, for its dispatcher (grpc_push.TruncationEvents)."""
 
-    def take(self, deadline_s: int) -> str | None:
+    async def take(self, deadline_s: int) -> str | None:
         """The ack id of the pending event, leased for `deadline_s` seconds; None: nothing to push."""
 
     async def push(self, time_left: float) -> sender.Outcome:
@@ -93,7 +93,9 @@ class Dispatcher:
     ) -> None:
         self.name = res.name
         self._events = events
-        self._event_seen = 0  # the latest truncation event whose raising update() has seen
+        # The latest truncation event update() has seen raised, and its hold (interrupted for
+        # each: a new event, or one whose hold ended, is pushed before the next batch)
+        self._event_seen = (0, 0)
         self.uid: str = res.meta.uid
         self._delivery = delivery
         self.pusher = pusher
@@ -133,9 +135,11 @@ class Dispatcher:
         self.pusher.update(res)
         self.deadline = int(res.proto.ack_deadline_seconds) or DEFAULT_DEADLINE
         self._ordered = res.proto.enable_message_ordering
-        if self._events is not None and res.meta.truncation_pending > self._event_seen:
-            self._event_seen = res.meta.truncation_pending
-            self._interrupt()  # a new truncation event: pushed before the session's next batch
+        if self._events is not None and res.meta.truncation_pending:
+            seen = (res.meta.truncation_pending, res.meta.legacy_truncation_hold_epoch)
+            if seen != self._event_seen:
+                self._event_seen = seen
+                self._interrupt()  # a new truncation event: pushed before the session's next batch
         self._changed.set()
 
     def limit(self) -> int:
@@ -285,7 +289,7 @@ class Dispatcher:
         """Push the pending truncation event, if there is one to push now, and wait for the
         answer. Whether one was pushed."""
         try:
-            ack_id = events.take(self.deadline)
+            ack_id = await events.take(self.deadline)
         except GatewayError:  # the subscription went: the session ends too
             return False
         if ack_id is None:

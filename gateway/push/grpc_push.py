@@ -292,8 +292,8 @@ class TruncationEvents:
         self._truncation = truncation
         self._pusher = pusher
 
-    def take(self, deadline_s: int) -> str | None:
-        return self._truncation.take_event(self._pusher.name, deadline_s)
+    async def take(self, deadline_s: int) -> str | None:
+        return await self._truncation.take_event(self._pusher.name, deadline_s)
 
     async def push(self, time_left: float) -> Outcome:
         return await self._pusher.push_truncated(time_left)

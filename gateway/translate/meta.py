@@ -64,6 +64,15 @@ class SubscriptionMeta:
     # highest number acknowledged. One is pending while raised > acked; several coalesce.
     legacy_truncations: int = 0
     legacy_truncations_acked: int = 0
+    # An explicit truncation's event is held until every partition's owner has taken the new
+    # epoch (the truncating process then clears the hold), or, should that process die first,
+    # until the time given: the epoch it waits for, and until when (wall-clock ms). 0: no hold.
+    legacy_truncation_hold_epoch: int = 0
+    legacy_truncation_hold_until_ms: int = 0
+    # The pending event's lease, held in the record so that every process honours it: the
+    # event's number and until when (wall-clock ms). 0: not leased.
+    legacy_truncation_lease: int = 0
+    legacy_truncation_lease_until_ms: int = 0
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -81,6 +90,18 @@ class SubscriptionMeta:
     def truncation_pending(self) -> int:
         """The number of the pending truncation event (the latest raised), 0 when none is."""
         return self.legacy_truncations if self.legacy_truncations > self.legacy_truncations_acked else 0
+
+    def truncation_to_deliver(self, now_ms: int) -> int:
+        """The number of the pending truncation event if it may be handed out at `now_ms`: not
+        held for its epoch (see legacy_truncation_hold_epoch), not leased out; else 0."""
+        seq = self.truncation_pending
+        if not seq:
+            return 0
+        if self.legacy_truncation_hold_epoch and now_ms < self.legacy_truncation_hold_until_ms:
+            return 0
+        if self.legacy_truncation_lease == seq and now_ms < self.legacy_truncation_lease_until_ms:
+            return 0
+        return seq
 
     @property
     def active_ms(self) -> int:

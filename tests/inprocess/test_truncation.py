@@ -71,31 +71,31 @@ def test_truncate_drops_the_backlog_and_delivers_one_event_until_acked(
 ) -> None:
     topic, sub = _setup(gw, names)
     trunc: TruncationService = gw.gateway.truncation
-    assert trunc.take_event(sub, 10) is None and trunc.pending(sub) == 0
+    assert gw.run(trunc.take_event(sub, 10)) is None and trunc.pending(sub) == 0
     _publish(gw, topic, [f"old{i}" for i in range(5)])
     old = _pull(gw, sub, 5)
     assert _texts(old) == {f"old{i}" for i in range(5)}
 
     gw.run(trunc.truncate(sub))
     assert trunc.pending(sub) == 1
-    wait_for("the runner adopts the truncation", lambda: _adopted(gw, sub))
+    assert _adopted(gw, sub), "truncate returns once the partitions' owner took the new epoch"
     # The old deliveries' leases are gone with the backlog: nacked, nothing comes back.
     gw.run(gw.gateway.delivery.modify_ack_deadline(sub, [d.ack_id for d in old], 0))
     assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []
 
     # The event: taken once per lease, back after a nack, and v1 never takes its id for its own.
-    event = trunc.take_event(sub, 30)
+    event = gw.run(trunc.take_event(sub, 30))
     assert event is not None and ackids.decode_event(event).seq == 1
-    assert trunc.take_event(sub, 30) is None
+    assert gw.run(trunc.take_event(sub, 30)) is None
     with pytest.raises(InvalidArgument):
         gw.run(gw.gateway.delivery.acknowledge(sub, [event]))
     gw.run(trunc.settle(sub, [event], 0))  # Nack
-    assert trunc.take_event(sub, 1) == event
+    assert gw.run(trunc.take_event(sub, 1)) == event
     # ... and after its deadline passed (1 s)
-    assert trunc.take_event(sub, 1) is None
-    wait_for("the lease expires", lambda: trunc.take_event(sub, 30) == event, seconds=5.0)
+    assert gw.run(trunc.take_event(sub, 1)) is None
+    wait_for("the lease expires", lambda: gw.run(trunc.take_event(sub, 30)) == event, seconds=5.0)
     gw.run(trunc.settle(sub, [event], 60))  # ModifyAckDeadline: still ours
-    assert trunc.take_event(sub, 30) is None
+    assert gw.run(trunc.take_event(sub, 30)) is None
 
     # Messages published after the truncation are delivered.
     _publish(gw, topic, [f"new{i}" for i in range(3)])
@@ -105,7 +105,7 @@ def test_truncate_drops_the_backlog_and_delivers_one_event_until_acked(
 
     # The ack clears it; acking again, or an id of another subscription, changes nothing.
     gw.run(trunc.settle(sub, [event], None))
-    assert trunc.pending(sub) == 0 and trunc.take_event(sub, 30) is None
+    assert trunc.pending(sub) == 0 and gw.run(trunc.take_event(sub, 30)) is None
     gw.run(trunc.settle(sub, [event, ackids.encode_event("0000beef", 9)], None))
     meta = gw.gateway.store.require("subscription", sub).meta
     assert (meta.legacy_truncations, meta.legacy_truncations_acked) == (1, 1)
@@ -117,17 +117,17 @@ def test_truncations_before_an_ack_coalesce_into_the_latest(gw: InProcessGateway
     topic, sub = _setup(gw, names)
     trunc: TruncationService = gw.gateway.truncation
     gw.run(trunc.truncate(sub))
-    first = trunc.take_event(sub, 30)
+    first = gw.run(trunc.take_event(sub, 30))
     gw.run(trunc.truncate(sub))
     gw.run(trunc.truncate(sub))
     assert trunc.pending(sub) == 3
-    latest = trunc.take_event(sub, 30)  # a newer event: not held back by the older one's lease
+    latest = gw.run(trunc.take_event(sub, 30))  # a newer event: not held back by the older one's lease
     assert first is not None and latest is not None and ackids.decode_event(latest).seq == 3
-    assert trunc.take_event(sub, 30) is None
+    assert gw.run(trunc.take_event(sub, 30)) is None
     with pytest.raises(InvalidArgument):  # checked before anything, as ModifyAckDeadline's
         gw.run(trunc.settle(sub, [ackids.encode_event("0000beef", 1)], 601))
     with pytest.raises(InvalidArgument):
-        trunc.take_event(sub, 601)
+        gw.run(trunc.take_event(sub, 601))
     gw.run(trunc.settle(sub, [first], None))  # acking the older event leaves the newer pending
     assert trunc.pending(sub) == 3
     gw.run(trunc.settle(sub, [latest], None))
