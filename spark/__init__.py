@@ -14,7 +14,15 @@ from spark.acks import ack
 from spark.options import KafkaConnection
 from spark.reader import read_backlog, read_stream
 from spark.sink import InvalidMessage, TopicRefused, write_topic, write_topic_stream
-from spark.subscription import Subscription, SubscriptionNotFound, Topic, TopicNotFound, load, load_topic
+from spark.subscription import (
+    Subscription,
+    SubscriptionNotFound,
+    Topic,
+    TopicNotFound,
+    UnsupportedSubscription,
+    load,
+    load_topic,
+)
 
 __all__ = [
     "InvalidMessage",
@@ -24,6 +32,7 @@ __all__ = [
     "Topic",
     "TopicNotFound",
     "TopicRefused",
+    "UnsupportedSubscription",
     "ack",
     "load",
     "load_topic",

@@ -12,7 +12,7 @@ from gateway.clock import now_ms
 from spark import acklog, driver, filters
 from spark.messages import pubsub_view
 from spark.options import KafkaConnection, connection
-from spark.subscription import DEFAULT_PREFIX, Subscription, load
+from spark.subscription import DEFAULT_PREFIX, Subscription, load, require_readable
 
 EARLIEST = -2  # in Spark's per-partition offsets JSON
 
@@ -84,6 +84,7 @@ def read_backlog(
     conn = connection(bootstrap, kafka_settings)
     now = now_ms()
     sub = load(subscription, conn, internal_prefix)
+    require_readable(sub)
     state = acklog.read(spark, sub, conn, snapshot=True)
     committed, ends = _offsets(sub, conn, use_committed)
     starts = {p: min(o, ends[p]) if o >= 0 else o for p, o in start_offsets(sub, state, committed).items()}
@@ -118,6 +119,7 @@ def read_stream(
     """
     conn = connection(bootstrap, kafka_settings)
     sub = load(subscription, conn, internal_prefix)
+    require_readable(sub)
     state = acklog.read(spark, sub, conn)
     committed, _ = _offsets(sub, conn, use_committed)
     source = {**_source(sub, conn, start_offsets(sub, state, committed)), **(options or {})}

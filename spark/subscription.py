@@ -33,6 +33,28 @@ class TopicNotFound(LookupError):
     """No such topic in the gateway's resource topic."""
 
 
+class UnsupportedSubscription(ValueError):
+    """A subscription the Spark reads cannot deliver as the gateway does."""
+
+
+def require_readable(sub: Subscription) -> None:
+    """UnsupportedSubscription for a subscription whose reads would differ from its delivery:
+    one with the seed API's TruncationPolicy (docs/spark.md, "Filters, retention, dead
+    letters"), whose owners drop messages by their age or the backlog's size as they hold them."""
+    meta = sub.meta
+    if meta.legacy_truncate_max_bytes or meta.legacy_truncate_max_age_seconds:
+        policy = (
+            f"max_bytes {meta.legacy_truncate_max_bytes}"
+            if meta.legacy_truncate_max_bytes
+            else f"max_age_seconds {meta.legacy_truncate_max_age_seconds}"
+        )
+        raise UnsupportedSubscription(
+            f"{sub.name} has a truncation policy ({policy}): the gateway drops its messages as "
+            "their owner holds them, which a Spark read cannot follow, so Spark does not read "
+            "it. Read a subscription without one (the truncation policy cannot be removed)."
+        )
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Subscription:
     """A subscription's name and the gateway's own facts about it, as the gateway stores them."""

@@ -10,11 +10,14 @@ import time
 import uuid
 from collections.abc import Callable
 
+import grpc
 import pytest
 from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
-from spark import read_backlog, read_stream
+from gateway._pb.tech.pubsub import pubsub_pb2 as lpb
+from gateway._pb.tech.pubsub import pubsub_pb2_grpc as lgrpc
+from spark import UnsupportedSubscription, read_backlog, read_stream
 from spark.options import connection
 from spark.subscription import load
 from tests.e2e.clients import clients, pull_nothing, pull_until
@@ -136,3 +139,23 @@ def test_dead_lettered_messages_are_not_read(
     backlog = {r["message_id"] for r in read_backlog(spark, subscription, gw.bootstrap, gw.prefix).collect()}
     assert backlog == {kept}
     assert _stream_ids(spark, gw, subscription) == {kept}
+
+
+def test_a_subscription_with_a_truncation_policy_is_refused_with_its_reason(
+    spark: SparkSession, shared_gateway: GatewayProcess
+) -> None:
+    """The seed API's TruncationPolicy is applied by the partitions' owners as they hold the
+    messages; Spark cannot follow it, so it refuses to read such a subscription."""
+    gw = shared_gateway
+    tag = uuid.uuid4().hex[:8]
+    with grpc.insecure_channel(gw.address) as channel:
+        lgrpc.PublisherServiceStub(channel).CreateTopic(lpb.Topic(name=f"t-{tag}"))
+        policy = lpb.Subscription.TruncationPolicy(max_age_seconds=60)
+        lgrpc.SubscriberServiceStub(channel).CreateSubscription(
+            lpb.Subscription(name=f"s-{tag}", topic=f"t-{tag}", truncation_policy=policy)
+        )
+    name = f"projects/legacy/subscriptions/s-{tag}"
+    with pytest.raises(UnsupportedSubscription, match="truncation policy \\(max_age_seconds 60\\)"):
+        read_backlog(spark, name, gw.bootstrap, gw.prefix)
+    with pytest.raises(UnsupportedSubscription, match="truncation policy"):
+        read_stream(spark, name, gw.bootstrap, gw.prefix)
