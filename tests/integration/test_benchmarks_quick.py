@@ -114,4 +114,7 @@ def test_backlog_rows_have_memory_and_lease_log_figures(quick: dict[str, Any]) -
         extra = row["extra"]
         assert extra["rss_before_mb"] > 0 and extra["rss_after_mb"] > 0, row
         assert extra["partitions"] > 0 and extra["records"] > 0 and extra["live_keys"] >= 0, row
-        assert extra["gw_cpu_us_per_msg"] > 0, row
+        # The gateway's CPU is read from /proc in ticks of 10 ms; the 1,000-message pull takes
+        # ~10 ms of wall time and ~15 ms of CPU, so it may read 0 ticks. 10,000 cannot.
+        cpu = extra["gw_cpu_us_per_msg"]
+        assert cpu > 0 if extra["backlog"] >= 10**4 else cpu >= 0, row
