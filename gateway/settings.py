@@ -158,6 +158,20 @@ def _push_destinations(value: object) -> endpoints.Policy:
         raise SettingsError(_DESTINATIONS_ERROR.format(value)) from None
 
 
+def _grpc_push_tls(value: object) -> str:
+    """off, system, or the path of a PEM file of CA certificates (made absolute)."""
+    text = str(value).strip()
+    if text.lower() in ("off", "system"):
+        return text.lower()
+    path = Path(text).expanduser()
+    if not text or not path.is_file():
+        raise SettingsError(
+            f"--grpc-push-tls {value!r}: expected off, system, or the path of a PEM file of the "
+            "CA certificates that gRPC push endpoints are verified against"
+        )
+    return str(path.resolve())
+
+
 def split_env_kafka_config(raw: str) -> list[str]:
     """The entries of PUBSUB_GATEWAY_KAFKA_CONFIG: separated by newlines when the value holds
     one (so values may contain commas), otherwise by commas. Blank lines and lines starting
@@ -319,6 +333,16 @@ class Settings:
         "other non-global addresses, checked after DNS resolution). Link-local addresses, "
         "the cloud metadata address among them, are refused always",
         convert=_push_destinations,
+    )
+    # The seed API's gRPC push (docs/push.md, "gRPC push"): plaintext, as its host:port endpoints
+    # imply, or TLS verified against the system's CAs or a CA file of one's own.
+    grpc_push_tls: str = setting(
+        "off",
+        "gRPC push of the early API over TLS: off (plaintext, the default), system (verified "
+        "against the CAs Python's ssl trusts here: SSL_CERT_FILE, else the system's bundle), or "
+        "a PEM file of the CA certificates to verify endpoints against",
+        metavar="off|system|FILE",
+        convert=_grpc_push_tls,
     )
     # Connection limits and timeouts (docs/connections.md).
     http_max_connections: int = setting(

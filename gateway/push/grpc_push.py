@@ -35,8 +35,10 @@ import dataclasses
 import ipaddress
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
@@ -121,13 +123,32 @@ class _Channel:
     used_at: float
 
 
+def push_credentials(tls: str) -> grpc.ChannelCredentials | None:
+    """The channel credentials of --grpc-push-tls: None for `off` (plaintext); for `system` the
+    CA bundle Python's ssl trusts (SSL_CERT_FILE, else the system's, as HTTP push trusts),
+    gRPC's own roots if there is none; else the PEM CA file named. Read once, at start."""
+    if tls == "off":
+        return None
+    if tls == "system":
+        cafile = ssl.get_default_verify_paths().cafile  # None when that file does not exist
+        roots = Path(cafile).read_bytes() if cafile else None
+    else:
+        roots = Path(tls).read_bytes()
+    return grpc.ssl_channel_credentials(root_certificates=roots)
+
+
 class GrpcPushClient:
-    """The process's gRPC push channels: one per endpoint, shared by its subscriptions."""
+    """The process's gRPC push channels: one per endpoint, shared by its subscriptions; over TLS
+    when given `credentials` (the endpoint's host name is what its certificate must name)."""
 
     def __init__(
-        self, destinations: endpoints.Policy = endpoints.DEFAULT_POLICY, resolve: Resolve = _resolve
+        self,
+        destinations: endpoints.Policy = endpoints.DEFAULT_POLICY,
+        resolve: Resolve = _resolve,
+        credentials: grpc.ChannelCredentials | None = None,
     ):
         self.destinations = destinations
+        self._credentials = credentials
         self._resolve = resolve
         self._channels: dict[str, _Channel] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -191,9 +212,13 @@ class GrpcPushClient:
                 return held
             self._drop(endpoint)
             self._sweep(now)
-            channel = aio.insecure_channel(
-                channel_target(addresses, port), options=[("grpc.default_authority", endpoint)]
-            )
+            target = channel_target(addresses, port)
+            options: list[tuple[str, str]] = [("grpc.default_authority", endpoint)]
+            if self._credentials is None:
+                channel = aio.insecure_channel(target, options=options)
+            else:  # dialled at the addresses checked above, verified as the host it names
+                options.append(("grpc.ssl_target_name_override", host))
+                channel = aio.secure_channel(target, self._credentials, options=options)
             call = channel.unary_unary(
                 METHOD,
                 request_serializer=pubsub_pb2.PubsubEvent.SerializeToString,

@@ -115,7 +115,10 @@ class PushManager:
         if not self.signer.issuer:
             self.signer.issuer = default_issuer(self._settings, rest_port)
         self._http = sender.PushClient(self._settings.push_max_connections, self._settings.push_destinations)
-        self._grpc = grpc_push.GrpcPushClient(self._settings.push_destinations)
+        self._grpc = grpc_push.GrpcPushClient(
+            self._settings.push_destinations,
+            credentials=grpc_push.push_credentials(self._settings.grpc_push_tls),
+        )
         self._running = True
         for res in list(self._store.all("subscription")):
             self._sync(res.name, res)

@@ -62,6 +62,7 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--push-auth-key-file", "PUBSUB_GATEWAY_PUSH_AUTH_KEY_FILE", "/etc/gw/key.pem", Path("/etc/gw/key.pem")),
     ("--push-auth-key-rotation-hours", "PUBSUB_GATEWAY_PUSH_AUTH_KEY_ROTATION_HOURS", "12", 12.0),
     ("--push-destinations", "PUBSUB_GATEWAY_PUSH_DESTINATIONS", " Public ", "public"),
+    ("--grpc-push-tls", "PUBSUB_GATEWAY_GRPC_PUSH_TLS", "System", "system"),
     ("--http-max-connections", "PUBSUB_GATEWAY_HTTP_MAX_CONNECTIONS", "10", 10),
     ("--http-header-timeout-seconds", "PUBSUB_GATEWAY_HTTP_HEADER_TIMEOUT_SECONDS", "5", 5.0),
     ("--http-body-timeout-seconds", "PUBSUB_GATEWAY_HTTP_BODY_TIMEOUT_SECONDS", "30", 30.0),
@@ -102,6 +103,7 @@ FLAGS: list[tuple[str, str, str, object]] = [
 METAVARS = {
     "--kafka-config": "KEY=VALUE",
     "--kafka-config-file": "FILE",
+    "--grpc-push-tls": "off|system|FILE",
     **dict.fromkeys(
         [
             "--tls-cert-file",
@@ -205,3 +207,13 @@ def test_a_field_of_a_type_no_flag_reads_is_refused() -> None:
     (option,) = options_of(Converted)
     assert (option.flag, option.variable, option.help) == ("--ratio", "PUBSUB_GATEWAY_RATIO", "a ratio")
     assert option.convert("2j") == 2j
+
+
+def test_grpc_push_tls_takes_off_system_or_a_ca_file(tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert parse(["--grpc-push-tls", str(ca)]).grpc_push_tls == str(ca.resolve())
+    assert parse([]).grpc_push_tls == "off"
+    for bad in ("on", str(tmp_path / "missing.pem"), ""):
+        with pytest.raises(gateway.settings.SettingsError, match="expected off, system, or the path"):
+            parse(["--grpc-push-tls", bad])
