@@ -201,3 +201,47 @@ def test_a_truncation_events_lease_holds_in_every_process(
             assert not any(_is_event(r) for r in left.pull_responses), "acked: no event any more"
     finally:
         d.close()
+
+
+def test_nothing_a_snapshot_holds_acked_comes_back_after_a_seek_to_it(
+    pair: tuple[GatewayProcess, GatewayProcess],
+) -> None:
+    """Each round: messages published and acked, a snapshot, a Seek to a time before them (so
+    both processes fetch them again as unacked), then a Seek to the snapshot: once it returns,
+    none of them is delivered."""
+    d = _SeekDriver(pair, uuid.uuid4().hex[:8])
+    try:
+        late: list[str] = []
+        for rnd in range(6):
+            before = timestamp_pb2.Timestamp()
+            before.GetCurrentTime()
+            time.sleep(0.002)
+            texts = [f"r{rnd}-acked{i}" for i in range(PER_ROUND)]
+            for i in range(0, PER_ROUND, 2):
+                d.publish(rnd % 2, texts[i : i + 2])
+            got: list[str] = []
+            deadline = time.monotonic() + 30
+            while not set(texts) <= set(got):
+                assert time.monotonic() < deadline, f"round {rnd}: not all came ({got})"
+                for side in (0, 1):
+                    got += d.pull(side)[0]
+            snapshot = d.name.replace("/subscriptions/", "/snapshots/") + f"-{rnd}"
+            d.subs[0].create_snapshot(name=snapshot, subscription=d.name)
+            d.subs[1].seek(request={"subscription": d.name, "time": before}, timeout=60)
+            time.sleep(0.5)  # both processes fetch them again, unacked
+            d.subs[rnd % 2].seek(request={"subscription": d.name, "snapshot": snapshot}, timeout=60)
+            after = f"r{rnd}-after"
+            d.publish(0, [after])
+            delivered: list[str] = []
+            deadline = time.monotonic() + 30
+            while after not in delivered:
+                assert time.monotonic() < deadline, f"round {rnd}: {after} never came ({delivered})"
+                for side in (0, 1):
+                    delivered += d.pull(side)[0]
+            time.sleep(0.3)
+            for side in (0, 1):
+                delivered += d.pull(side)[0]
+            late += [t for t in delivered if t != after]
+        assert late == [], f"acked in the snapshot, delivered after the Seek to it returned: {late}"
+    finally:
+        d.close()
