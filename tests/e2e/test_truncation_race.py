@@ -45,13 +45,20 @@ def _is_event(r: lpb.PullResponse) -> bool:
 class _LegacyDriver:
     """Both processes through the early API: publish, truncate, PullBatch and ack."""
 
-    def __init__(self, pair: tuple[GatewayProcess, GatewayProcess], tag: str) -> None:
+    def __init__(
+        self, pair: tuple[GatewayProcess, GatewayProcess], tag: str, max_age_seconds: int = 0
+    ) -> None:
         self._channels = [grpc.insecure_channel(gw.address) for gw in pair]
         self.pubs = [lgrpc.PublisherServiceStub(c) for c in self._channels]
         self.subs = [lgrpc.SubscriberServiceStub(c) for c in self._channels]
         self.topic, self.name = f"topic-{tag}", f"sub-{tag}"
         self.pubs[0].CreateTopic(lpb.Topic(name=self.topic))
-        self.subs[0].CreateSubscription(lpb.Subscription(name=self.name, topic=self.topic))
+        policy = (
+            lpb.Subscription.TruncationPolicy(max_age_seconds=max_age_seconds) if max_age_seconds else None
+        )
+        self.subs[0].CreateSubscription(
+            lpb.Subscription(name=self.name, topic=self.topic, truncation_policy=policy)
+        )
 
     def publish(self, side: int, texts: list[str]) -> None:
         messages = [lpb.PubsubMessage(data=t.encode()) for t in texts]
@@ -243,5 +250,50 @@ def test_nothing_a_snapshot_holds_acked_comes_back_after_a_seek_to_it(
                 delivered += d.pull(side)[0]
             late += [t for t in delivered if t != after]
         assert late == [], f"acked in the snapshot, delivered after the Seek to it returned: {late}"
+    finally:
+        d.close()
+
+
+def test_the_truncation_policy_drops_what_aged_in_both_processes_before_its_event(
+    pair: tuple[GatewayProcess, GatewayProcess],
+) -> None:
+    """max_age_seconds 2 on 4 partitions owned by two processes: messages left unpulled for
+    longer are dropped by their owners, an event comes, and nothing of them after it."""
+    d = _LegacyDriver(pair, uuid.uuid4().hex[:8], max_age_seconds=2)
+    try:
+        # Warm: a message older than 2 s when first fetched is dropped, so publish until one
+        # arrives (both processes' runners have joined by then), then ack whatever event came.
+        seen: list[str] = []
+        deadline = time.monotonic() + 60
+        while not any(t.startswith("warm") for t in seen):
+            assert time.monotonic() < deadline, "no message came"
+            d.publish(0, [f"warm{len(seen)}"])
+            for side in (0, 1):
+                seen += d.pull(side)[0]
+            time.sleep(0.2)
+        for side in (0, 1):
+            d.pull(side)
+        for rnd in range(3):
+            aged = [f"r{rnd}-aged{i}" for i in range(PER_ROUND)]
+            for i in range(0, PER_ROUND, 2):
+                d.publish(i // 2 % 2, aged[i : i + 2])
+            time.sleep(4.5)  # 2 s to age, the owners' once-a-second check, and a margin
+            delivered: list[str] = []
+            event = False
+            deadline = time.monotonic() + 30
+            while not event:
+                assert time.monotonic() < deadline, f"round {rnd}: no truncation event ({delivered})"
+                for side in (0, 1):
+                    texts, got = d.pull(side)
+                    delivered += texts
+                    event = event or got
+            after = f"r{rnd}-after"
+            d.publish(1, [after])
+            deadline = time.monotonic() + 30
+            while after not in delivered:
+                assert time.monotonic() < deadline, f"round {rnd}: {after} never came ({delivered})"
+                for side in (0, 1):
+                    delivered += d.pull(side)[0]
+            assert delivered == [after], f"round {rnd}: aged messages delivered: {delivered}"
     finally:
         d.close()
