@@ -14,6 +14,7 @@ paying for grpc or rich.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -27,7 +28,15 @@ if TYPE_CHECKING:
 
 EXIT_RPC_FAILED = 1  # the gateway refused a call, or could not be reached: stderr says which
 EXIT_USAGE = 2  # as argparse exits for a bad command line
+EXIT_OUTPUT_FAILED = 3  # stdout could not be written (closed, the disk full): nothing unwritten acked
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
+EXIT_STATUSES = (
+    "exit status: 0 done; 1 the gateway refused a call or could not be reached (stderr says "
+    "which); 2 a bad command line; 3 stdout could not be written (a closed pipe, a full disk); "
+    "130 interrupted (Ctrl-C). pull acknowledges (--ack) only what it has written and flushed "
+    "(and synced, when stdout is a file): a message cut off by any of these is delivered again, "
+    "never lost."
+)
 COMMANDS = ("topics", "subscriptions", "snapshots", "publish", "pull", "seek")
 # What one PublishRequest may hold (Pub/Sub's limits: 1,000 messages, 10 MB a request).
 PUBLISH_BATCH_MESSAGES = 1000
@@ -119,8 +128,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "pull",
         parents=[common],
         help="pull messages and print them; --ack acknowledges them",
-        description="Pull up to --max messages. Unless acknowledged (--ack) or released (--nack), "
-        "they stay leased until their ack deadline passes, as with gcloud.",
+        description="Pull up to --max messages, printing each batch as it comes (--format json: "
+        "one JSON object per message and line). Unless acknowledged (--ack) or released (--nack), "
+        "they stay leased until their ack deadline passes, as with gcloud. A batch is acknowledged "
+        "only once it is written.",
     )
     pull.add_argument("subscription")
     pull.add_argument("--max", type=int, help="at most this many messages (default 10; with --all, no limit)")
@@ -128,7 +139,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--all", action="store_true", help="pull until a pull returns nothing (a drain with --ack)"
     )
     release = pull.add_mutually_exclusive_group()
-    release.add_argument("--ack", action="store_true", help="acknowledge what was printed")
+    release.add_argument(
+        "--ack", action="store_true", help="acknowledge what was printed, once it is written and flushed"
+    )
     release.add_argument("--nack", action="store_true", help="release what was printed for redelivery now")
 
     seek = commands.add_parser("seek", parents=[common], help="seek a subscription to a time or a snapshot")
@@ -136,10 +149,25 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     target = seek.add_mutually_exclusive_group(required=True)
     target.add_argument("--time", help="ISO 8601, e.g. 2026-11-25T16:00:00Z (no zone: UTC)")
     target.add_argument("--snapshot")
+    for command in COMMANDS:  # every admin command's help ends with what its exit status means
+        for parser in _with_actions(commands.choices[command]):
+            parser.epilog = EXIT_STATUSES
+
+
+def _with_actions(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """`parser` and the parsers of its subcommands."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.values()
 
 
 def _labels(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+
+
+class OutputFailed(Exception):
+    """stdout could not be written: said on stderr, exit EXIT_OUTPUT_FAILED."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"pubsub-gateway {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except OutputFailed as exc:
+        print(f"pubsub-gateway {args.command}: {exc}", file=sys.stderr)
+        _quiet_stdout()
+        return EXIT_OUTPUT_FAILED
     except grpc.RpcError as exc:
         out.error(exc)
         return EXIT_RPC_FAILED
@@ -384,18 +416,48 @@ def _pull(ctx: _Context) -> int:
             batch = PULL_BATCH if limit is None else min(PULL_BATCH, limit - len(got))
             request = pb.PullRequest(subscription=subscription, max_messages=batch)
             received = list(ctx.call(ctx.subscriber.Pull, request).received_messages)
-            _settle(ctx, subscription, received)
             # Without --ack, what was printed may come back (nacked, or its deadline passed):
             # --all ends there rather than print it again.
             new = [m for m in received if m.message.message_id not in seen]
             seen.update(m.message.message_id for m in new)
-            ctx.out.messages(new)
+            try:  # written, flushed and synced first: only then acknowledged
+                ctx.out.messages(new)
+            except OSError as exc:
+                _release(ctx, subscription, received)
+                raise OutputFailed(
+                    f"cannot write the messages ({exc.strerror or exc}); the {len(received)} "
+                    "pulled last were not acknowledged and are delivered again"
+                ) from None
+            _settle(ctx, subscription, received)
             got.extend(new)
             advance(len(new))
             if not a.all or not received or len(new) < len(received):
                 break
     ctx.out.pulled(subscription, got)
     return 0
+
+
+def _release(ctx: _Context, subscription: str, received: list[pb.ReceivedMessage]) -> None:
+    """Hand back messages that could not be written, for redelivery now (best effort: their
+    ack deadline brings them back otherwise)."""
+    import grpc
+
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    ids = [m.ack_id for m in received]
+    if ids and ctx.args.ack:
+        request = pb.ModifyAckDeadlineRequest(subscription=subscription, ack_ids=ids, ack_deadline_seconds=0)
+        with contextlib.suppress(grpc.RpcError):
+            ctx.call(ctx.subscriber.ModifyAckDeadline, request)
+
+
+def _quiet_stdout() -> None:
+    """stdout is closed or full: point it at /dev/null, so that the interpreter's own flush at
+    exit does not fail again (Python's advice for a closed pipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError):
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _settle(ctx: _Context, subscription: str, received: list[pb.ReceivedMessage]) -> None:

@@ -1,7 +1,8 @@
 """What the admin commands print (gateway/admin_cli.py): lines for people, or JSON for scripts.
 
 JSON is the REST API's mapping of the protos (camelCase names, bytes in base64), one document per
-command on stdout; a refused call is a JSON error object on stderr. Progress bars (rich) go to
+command on stdout, except pull's: one JSON object per message and line (JSON Lines), written as
+the messages arrive; a refused call is a JSON error object on stderr. Progress bars (rich) go to
 stderr, so stdout stays what a script reads.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -61,15 +64,21 @@ class Output:
                 print(message_id)
 
     def messages(self, received: list[pb.ReceivedMessage]) -> None:
-        """A batch as it arrives: people see a drain's messages while it runs."""
-        if not self.json:
-            for m in received:
-                print(_line(m), flush=True)
+        """A batch as it arrives, and on its way to the disk before this returns: flushed, and
+        synced when stdout is a file, so that what pull acknowledges next is written. OSError
+        (a closed pipe, a full disk) when it cannot be."""
+        if not received:
+            return
+        out = sys.stdout
+        for m in received:
+            out.write((json.dumps(_dict(m), ensure_ascii=False) if self.json else _line(m)) + "\n")
+        out.flush()
+        fd = _regular_file(out)
+        if fd is not None:
+            os.fsync(fd)
 
     def pulled(self, subscription: str, received: list[pb.ReceivedMessage]) -> None:
-        if self.json:
-            self._print([_dict(m) for m in received])
-        elif not received:
+        if not received and not self.json:
             print(f"no messages in {subscription}", file=sys.stderr)
 
     def sought(self, subscription: str, target: str) -> None:
@@ -112,6 +121,16 @@ class Output:
         with Progress(*columns, console=console, redirect_stdout=False, redirect_stderr=False) as bar:
             task = bar.add_task(description, total=None)
             yield lambda n: bar.advance(task, n)
+
+
+def _regular_file(stream: Any) -> int | None:
+    """The descriptor of `stream` when it is a regular file (a pipe or a terminal has no disk to
+    sync to), else None."""
+    try:
+        fd: int = stream.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _dict(message: Message) -> dict[str, Any]:

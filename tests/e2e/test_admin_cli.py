@@ -51,6 +51,11 @@ def as_json(gw: GatewayProcess, *args: str, stdin: str | None = None) -> Any:
     return json.loads(ok(gw, *args, "--format", "json", stdin=stdin))
 
 
+def pulled(gw: GatewayProcess, *args: str) -> list[Any]:
+    """pull's --format json: one JSON object per message and line."""
+    return [json.loads(line) for line in ok(gw, *args, "--format", "json").splitlines()]
+
+
 def test_topics_and_subscriptions_are_created_listed_described_and_deleted(
     shared_gateway: GatewayProcess, names: Callable[[str], str]
 ) -> None:
@@ -100,18 +105,18 @@ def test_publish_arguments_with_attributes_and_key_then_pull_and_ack(
     )
     assert published["topic"] == topic and len(published["messageIds"]) == 2
 
-    pulled = as_json(shared_gateway, "pull", subscription, "--all", "--ack")
-    assert [base64.b64decode(m["message"]["data"]).decode() for m in pulled] == ["héllo", "world"]
-    assert [m["message"]["messageId"] for m in pulled] == published["messageIds"]
-    assert all(m["message"]["attributes"] == {"k": "v", "x": "1=2"} for m in pulled)
-    assert all(m["message"]["orderingKey"] == "o" for m in pulled)
+    got = pulled(shared_gateway, "pull", subscription, "--all", "--ack")
+    assert [base64.b64decode(m["message"]["data"]).decode() for m in got] == ["héllo", "world"]
+    assert [m["message"]["messageId"] for m in got] == published["messageIds"]
+    assert all(m["message"]["attributes"] == {"k": "v", "x": "1=2"} for m in got)
+    assert all(m["message"]["orderingKey"] == "o" for m in got)
 
     ids = ok(shared_gateway, "publish", topic, "plain").split()
     assert len(ids) == 1
     lines = ok(shared_gateway, "pull", subscription, "--all", "--ack").splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"{ids[0]}  ")
     assert '"plain"' in lines[0]
-    assert as_json(shared_gateway, "pull", subscription, "--ack") == []  # all acknowledged
+    assert pulled(shared_gateway, "pull", subscription, "--ack") == []  # all acknowledged
 
 
 def test_bulk_publish_from_stdin_and_a_drain_show_progress(
@@ -143,8 +148,8 @@ def test_nack_releases_what_was_pulled(shared_gateway: GatewayProcess, names: Ca
     ok(shared_gateway, "topics", "create", topic)
     ok(shared_gateway, "subscriptions", "create", subscription, "--topic", topic, "--ack-deadline", "600")
     ok(shared_gateway, "publish", topic, "again")
-    first = as_json(shared_gateway, "pull", subscription, "--all", "--nack")
-    second = as_json(shared_gateway, "pull", subscription, "--all", "--ack")  # not held for 600 s
+    first = pulled(shared_gateway, "pull", subscription, "--all", "--nack")
+    second = pulled(shared_gateway, "pull", subscription, "--all", "--ack")  # not held for 600 s
     assert [m["message"]["data"] for m in first] == [m["message"]["data"] for m in second]
     assert first[0]["ackId"] != second[0]["ackId"]
 
@@ -160,16 +165,16 @@ def test_seek_to_a_snapshot_and_to_a_time(
     assert snap["name"] == snapshot and snap["topic"] == topic
     assert snapshot in ok(shared_gateway, "snapshots", "list", "--project", "test-project").split()
     assert as_json(shared_gateway, "snapshots", "describe", snapshot)["topic"] == topic
-    assert len(as_json(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
+    assert len(pulled(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
 
     assert (
         ok(shared_gateway, "seek", subscription, "--snapshot", snapshot)
         == f"{subscription} sought to {snapshot}\n"
     )
-    assert len(as_json(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
+    assert len(pulled(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
     sought = as_json(shared_gateway, "seek", subscription, "--time", "2020-01-01T00:00:00")
     assert sought == {"subscription": subscription, "target": "2020-01-01T00:00:00+00:00"}
-    assert len(as_json(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
+    assert len(pulled(shared_gateway, "pull", subscription, "--all", "--ack")) == 3
 
     assert ok(shared_gateway, "snapshots", "delete", snapshot) == f"deleted {snapshot}\n"
     assert snapshot not in ok(shared_gateway, "snapshots", "list", "--project", "test-project")
