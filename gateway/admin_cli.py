@@ -86,6 +86,26 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     create.add_argument("--kafka-topic", help="adopt this existing Kafka topic (label kafka-topic)")
     _labels(create)
+    listed = topics.add_parser("list-subscriptions", parents=[common], help="the subscriptions of a topic")
+    listed.add_argument("name")
+    detach = topics.add_parser(
+        "detach-subscription", parents=[common], help="detach a subscription from its topic"
+    )
+    detach.add_argument("subscription")
+    publish = topics.add_parser(
+        "publish",
+        parents=[common],
+        help="publish one message (gcloud's form of `publish`)",
+        description="Publish one message: its data from --message, --message-file (- for all of "
+        "stdin) or --message-base64, with attributes and an ordering key.",
+    )
+    publish.add_argument("topic")
+    data = publish.add_mutually_exclusive_group()
+    data.add_argument("--message", help="the data, as text (UTF-8)")
+    data.add_argument("--message-file", metavar="FILE", help="the data: the whole file, bytes as they are")
+    data.add_argument("--message-base64", metavar="BASE64", help="the data, in base64")
+    publish.add_argument("--attribute", action="append", default=[], metavar="KEY=VALUE,...")
+    publish.add_argument("--ordering-key")
 
     subs = crud(
         commands.add_parser("subscriptions", help="create, list, describe, delete subscriptions"),
@@ -96,13 +116,52 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("name")
     create.add_argument("--topic", required=True)
     create.add_argument("--ack-deadline", type=int, metavar="SECONDS")
-    create.add_argument("--filter", help="a Pub/Sub filter on attributes")
-    create.add_argument("--ordering", action="store_true", help="enable message ordering")
-    create.add_argument("--exactly-once", action="store_true", help="enable exactly-once delivery")
+    create.add_argument("--message-filter", "--filter", dest="filter", help="a Pub/Sub filter on attributes")
+    create.add_argument(
+        "--enable-message-ordering", "--ordering", dest="ordering", action="store_true", help="ordering keys"
+    )
+    create.add_argument(
+        "--enable-exactly-once-delivery",
+        "--exactly-once",
+        dest="exactly_once",
+        action="store_true",
+        help="exactly-once delivery",
+    )
     create.add_argument("--push-endpoint", metavar="URL")
+    create.add_argument(
+        "--push-no-wrapper",
+        action="store_true",
+        help="push the message data alone, without the JSON envelope",
+    )
     create.add_argument("--dead-letter-topic")
     create.add_argument("--max-delivery-attempts", type=int)
+    create.add_argument("--message-retention-duration", metavar="DURATION", help="e.g. 10m, 1h, 7d")
+    create.add_argument("--retain-acked-messages", action="store_true", help="keep acknowledged messages")
+    create.add_argument("--expiration-period", metavar="DURATION", help="idle time before deletion, or never")
+    create.add_argument("--min-retry-delay", metavar="DURATION", help="retry policy: the first backoff")
+    create.add_argument("--max-retry-delay", metavar="DURATION", help="retry policy: the longest backoff")
     _labels(create)
+
+    pull = subs.add_parser("pull", parents=[common], help="pull messages (gcloud's form of `pull`)")
+    pull.add_argument("subscription")
+    pull.add_argument("--limit", dest="max", type=int, help="at most this many messages (default 1)")
+    pull.add_argument("--auto-ack", dest="ack", action="store_true", help="acknowledge what was written")
+    pull.add_argument("--all", action="store_true", help="pull until a pull returns nothing")
+    pull.set_defaults(nack=False, default_limit=1)
+    ack = subs.add_parser("ack", parents=[common], help="acknowledge messages by their ack ids")
+    ack.add_argument("subscription")
+    ack.add_argument("--ack-ids", required=True, type=_comma_list, metavar="ACK_ID,...")
+    modack = subs.add_parser(
+        "modify-message-ack-deadline", parents=[common], help="change the ack deadline of messages"
+    )
+    modack.add_argument("subscription")
+    modack.add_argument("--ack-ids", required=True, type=_comma_list, metavar="ACK_ID,...")
+    modack.add_argument("--ack-deadline", required=True, type=int, metavar="SECONDS", help="0 releases them")
+    push = subs.add_parser("modify-push-config", parents=[common], help="set or clear the push endpoint")
+    push.add_argument("subscription")
+    push.add_argument("--push-endpoint", required=True, metavar="URL", help='"" makes it a pull subscription')
+    push.add_argument("--push-no-wrapper", action="store_true")
+    _seek_parser(subs.add_parser("seek", parents=[common], help="seek to a time or a snapshot"))
 
     snaps = crud(
         commands.add_parser("snapshots", help="create, list, describe, delete snapshots"), "snapshot"
@@ -144,14 +203,23 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     release.add_argument("--nack", action="store_true", help="release what was printed for redelivery now")
 
-    seek = commands.add_parser("seek", parents=[common], help="seek a subscription to a time or a snapshot")
+    _seek_parser(
+        commands.add_parser("seek", parents=[common], help="seek a subscription to a time or a snapshot")
+    )
+    for command in COMMANDS:  # every admin command's help ends with what its exit status means
+        for parser in _with_actions(commands.choices[command]):
+            parser.epilog = EXIT_STATUSES
+
+
+def _seek_parser(seek: argparse.ArgumentParser) -> None:
     seek.add_argument("subscription")
     target = seek.add_mutually_exclusive_group(required=True)
     target.add_argument("--time", help="ISO 8601, e.g. 2026-11-25T16:00:00Z (no zone: UTC)")
     target.add_argument("--snapshot")
-    for command in COMMANDS:  # every admin command's help ends with what its exit status means
-        for parser in _with_actions(commands.choices[command]):
-            parser.epilog = EXIT_STATUSES
+
+
+def _comma_list(value: str) -> list[str]:
+    return [v for v in value.split(",") if v]
 
 
 def _with_actions(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -163,7 +231,9 @@ def _with_actions(parser: argparse.ArgumentParser) -> Iterator[argparse.Argument
 
 
 def _labels(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--labels", "--label", dest="label", action="append", default=[], metavar="KEY=VALUE,..."
+    )
 
 
 class OutputFailed(Exception):
@@ -252,14 +322,34 @@ def _read(path: str) -> str:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
 
 
-def _pairs(values: list[str], flag: str) -> dict[str, str]:
+def _pairs(values: list[str], flag: str, commas: bool = False) -> dict[str, str]:
+    """KEY=VALUE entries (with `commas`, each entry may hold several, comma-separated, as
+    gcloud's --labels and --attribute do)."""
+    entries = [e for v in values for e in v.split(",") if e] if commas else values
     pairs = {}
-    for value in values:
+    for value in entries:
         key, sep, val = value.partition("=")
         if not sep or not key:
             raise UsageError(f"{flag} takes KEY=VALUE, not {value!r}")
         pairs[key] = val
     return pairs
+
+
+_DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _seconds(value: str, flag: str) -> int:
+    """A duration as gcloud writes them (`600s`, `10m`, `1h30m`, `7d`; a bare number is
+    seconds), in whole seconds."""
+    import re
+
+    text = value.strip().lower()
+    if re.fullmatch(r"\d+", text):
+        return int(text)
+    parts = re.findall(r"(\d+)([smhd])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise UsageError(f"{flag} takes a duration such as 600s, 10m, 1h or 7d, not {value!r}")
+    return sum(int(n) * _DURATION_UNITS[u] for n, u in parts)
 
 
 def _topics(ctx: _Context) -> int:
@@ -277,8 +367,18 @@ def _topics(ctx: _Context) -> int:
         name = ctx.name(a.name, "topics")
         ctx.call(ctx.publisher.DeleteTopic, pb.DeleteTopicRequest(topic=name))
         ctx.out.deleted(name)
+    elif a.action == "list-subscriptions":
+        of_topic = pb.ListTopicSubscriptionsRequest(topic=ctx.name(a.name, "topics"))
+        found = list(ctx.pages(ctx.publisher.ListTopicSubscriptions, of_topic, "subscriptions"))
+        ctx.out.done("\n".join(found), found)
+    elif a.action == "detach-subscription":
+        name = ctx.name(a.subscription, "subscriptions")
+        ctx.call(ctx.publisher.DetachSubscription, pb.DetachSubscriptionRequest(subscription=name))
+        ctx.out.done(f"detached {name}", {"subscription": name, "detached": True})
+    elif a.action == "publish":
+        return _publish_one(ctx)
     else:
-        labels = _pairs(a.label, "--label")
+        labels = _pairs(a.label, "--labels", commas=True)
         if a.partitions is not None:
             labels["kafka-partitions"] = str(a.partitions)
         if a.kafka_topic:
@@ -308,19 +408,68 @@ def _subscriptions(ctx: _Context) -> int:
         name = ctx.name(a.name, "subscriptions")
         ctx.call(ctx.subscriber.DeleteSubscription, pb.DeleteSubscriptionRequest(subscription=name))
         ctx.out.deleted(name)
+    elif a.action == "pull":
+        return _pull(ctx)
+    elif a.action == "seek":
+        return _seek(ctx)
+    elif a.action in ("ack", "modify-message-ack-deadline"):
+        name = ctx.name(a.subscription, "subscriptions")
+        if a.action == "ack":
+            ctx.call(ctx.subscriber.Acknowledge, pb.AcknowledgeRequest(subscription=name, ack_ids=a.ack_ids))
+            ctx.out.done(
+                f"acknowledged {len(a.ack_ids)} messages", {"subscription": name, "ackIds": a.ack_ids}
+            )
+        else:
+            modack = pb.ModifyAckDeadlineRequest(
+                subscription=name, ack_ids=a.ack_ids, ack_deadline_seconds=a.ack_deadline
+            )
+            ctx.call(ctx.subscriber.ModifyAckDeadline, modack)
+            doc = {"subscription": name, "ackIds": a.ack_ids, "ackDeadlineSeconds": a.ack_deadline}
+            ctx.out.done(f"set the ack deadline of {len(a.ack_ids)} messages to {a.ack_deadline} s", doc)
+    elif a.action == "modify-push-config":
+        name = ctx.name(a.subscription, "subscriptions")
+        config = pb.PushConfig(push_endpoint=a.push_endpoint)
+        if a.push_endpoint and a.push_no_wrapper:
+            config.no_wrapper.SetInParent()
+        elif a.push_no_wrapper:
+            raise UsageError("--push-no-wrapper needs a --push-endpoint")
+        ctx.call(
+            ctx.subscriber.ModifyPushConfig, pb.ModifyPushConfigRequest(subscription=name, push_config=config)
+        )
+        text = f"{name} pushes to {a.push_endpoint}" if a.push_endpoint else f"{name} is a pull subscription"
+        ctx.out.done(text, {"subscription": name, "pushEndpoint": a.push_endpoint})
     else:
         sub = pb.Subscription(
             name=ctx.name(a.name, "subscriptions"),
             topic=ctx.name(a.topic, "topics"),
-            labels=_pairs(a.label, "--label"),
+            labels=_pairs(a.label, "--labels", commas=True),
             enable_message_ordering=a.ordering,
             enable_exactly_once_delivery=a.exactly_once,
             filter=a.filter or "",
+            retain_acked_messages=a.retain_acked_messages,
         )
         if a.ack_deadline is not None:
             sub.ack_deadline_seconds = a.ack_deadline
         if a.push_endpoint:
             sub.push_config.push_endpoint = a.push_endpoint
+            if a.push_no_wrapper:
+                sub.push_config.no_wrapper.SetInParent()
+        elif a.push_no_wrapper:
+            raise UsageError("--push-no-wrapper needs a --push-endpoint")
+        if a.message_retention_duration:
+            sub.message_retention_duration.seconds = _seconds(
+                a.message_retention_duration, "--message-retention-duration"
+            )
+        if a.expiration_period:
+            if a.expiration_period.strip().lower() == "never":
+                sub.expiration_policy.SetInParent()  # no ttl: never expires
+            else:
+                sub.expiration_policy.ttl.seconds = _seconds(a.expiration_period, "--expiration-period")
+        if a.min_retry_delay or a.max_retry_delay:
+            if a.min_retry_delay:
+                sub.retry_policy.minimum_backoff.seconds = _seconds(a.min_retry_delay, "--min-retry-delay")
+            if a.max_retry_delay:
+                sub.retry_policy.maximum_backoff.seconds = _seconds(a.max_retry_delay, "--max-retry-delay")
         if a.dead_letter_topic:
             sub.dead_letter_policy.dead_letter_topic = ctx.name(a.dead_letter_topic, "topics")
             if a.max_delivery_attempts is not None:
@@ -349,7 +498,7 @@ def _snapshots(ctx: _Context) -> int:
         create = pb.CreateSnapshotRequest(
             name=ctx.name(a.name, "snapshots"),
             subscription=ctx.name(a.subscription, "subscriptions"),
-            labels=_pairs(a.label, "--label"),
+            labels=_pairs(a.label, "--labels", commas=True),
         )
         ctx.out.resource(ctx.call(ctx.subscriber.CreateSnapshot, create), created=True)
     return 0
@@ -388,6 +537,44 @@ def _publish(ctx: _Context) -> int:
     return 0
 
 
+def _publish_one(ctx: _Context) -> int:
+    """`topics publish`: one message, its data from --message, --message-file (- for stdin, all
+    of it) or --message-base64."""
+    import base64
+    import binascii
+
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    a = ctx.args
+    topic = ctx.name(a.topic, "topics")
+    if a.message is not None:
+        data = a.message.encode()
+    elif a.message_file == "-":
+        data = sys.stdin.buffer.read()
+    elif a.message_file is not None:
+        try:
+            with open(a.message_file, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {a.message_file}: {exc.strerror}") from None
+    elif a.message_base64 is not None:
+        try:
+            data = base64.b64decode(a.message_base64, validate=True)
+        except binascii.Error:
+            raise UsageError("--message-base64 is not base64") from None
+    else:
+        data = b""
+    attributes = _pairs(a.attribute, "--attribute", commas=True)
+    if not data and not attributes:
+        raise UsageError(
+            "a message needs data (--message, --message-file, --message-base64) or an --attribute"
+        )
+    message = pb.PubsubMessage(data=data, attributes=attributes, ordering_key=a.ordering_key or "")
+    response = ctx.call(ctx.publisher.Publish, pb.PublishRequest(topic=topic, messages=[message]))
+    ctx.out.published(topic, list(response.message_ids))
+    return 0
+
+
 def _batches(data: Iterator[bytes]) -> Iterator[list[bytes]]:
     batch: list[bytes] = []
     size = 0
@@ -406,7 +593,7 @@ def _pull(ctx: _Context) -> int:
 
     a = ctx.args
     subscription = ctx.name(a.subscription, "subscriptions")
-    limit = a.max if a.max is not None else (None if a.all else 10)
+    limit = a.max if a.max is not None else (None if a.all else getattr(a, "default_limit", 10))
     if limit is not None and limit < 1:
         raise UsageError("--max must be at least 1")
     got: list[pb.ReceivedMessage] = []

@@ -53,6 +53,10 @@ class Output:
             for key, value in _dict(found).items():
                 print(f"{key}: {value if isinstance(value, str) else json.dumps(value)}")
 
+    def done(self, text: str, doc: object) -> None:
+        """A command's result: `text` for people, `doc` as JSON."""
+        self._print(doc if self.json else text)
+
     def deleted(self, name: str) -> None:
         self._print({"name": name, "deleted": True} if self.json else f"deleted {name}")
 

@@ -260,3 +260,135 @@ def test_tls_ca_file_connects_over_tls(start_gateway: GatewayFactory, tmp_path: 
     assert ok(gw, "topics", "create", topic, "--tls-ca-file", str(pki.ca_file)) == f"created {topic}\n"
     done = cli(gw, "topics", "describe", topic, "--timeout", "5")  # plain text to a TLS port
     assert done.returncode == 1 and done.stderr.startswith("pubsub-gateway: UNAVAILABLE: ")
+
+
+def test_gclouds_command_lines_work_with_gcloud_pubsub_replaced(
+    shared_gateway: GatewayProcess, names: Callable[[str], str], tmp_path: Path
+) -> None:
+    """gcloud's commands and flag names, as a gcloud user types them."""
+    gw = shared_gateway
+    topic, subscription, other = names("topics"), names("subscriptions"), names("subscriptions", "-2")
+    ok(gw, "topics", "create", topic, "--labels", "team=a,tier=b")
+    assert as_json(gw, "topics", "describe", topic)["labels"] == {"team": "a", "tier": "b"}
+    ok(
+        gw,
+        "subscriptions",
+        "create",
+        subscription,
+        "--topic",
+        topic,
+        "--enable-message-ordering",
+        "--message-filter",
+        "attributes:k",
+        "--labels",
+        "team=a",
+        "--message-retention-duration",
+        "1h30m",
+        "--retain-acked-messages",
+        "--expiration-period",
+        "2d",
+        "--min-retry-delay",
+        "10s",
+        "--max-retry-delay",
+        "5m",
+        "--ack-deadline",
+        "30",
+    )
+    described = as_json(gw, "subscriptions", "describe", subscription)
+    assert described["enableMessageOrdering"] is True and described["filter"] == "attributes:k"
+    assert described["messageRetentionDuration"] == "5400s" and described["retainAckedMessages"] is True
+    assert described["expirationPolicy"] == {"ttl": "172800s"}
+    assert described["retryPolicy"] == {"minimumBackoff": "10s", "maximumBackoff": "300s"}
+    assert described["labels"] == {"team": "a"} and described["ackDeadlineSeconds"] == 30
+    ok(gw, "subscriptions", "create", other, "--topic", topic, "--expiration-period", "never")
+    assert as_json(gw, "subscriptions", "describe", other).get("expirationPolicy") == {}
+    assert sorted(as_json(gw, "topics", "list-subscriptions", topic)) == sorted([subscription, other])
+
+    # topics publish: data as text, from a file (bytes as they are), from base64, from stdin whole
+    binary = bytes(range(256)) + b"\n\nline two\n"
+    (tmp_path / "data.bin").write_bytes(binary)
+    ok(gw, "topics", "publish", topic, "--message", "hello", "--attribute", "k=v,n=1", "--ordering-key", "o")
+    ok(gw, "topics", "publish", topic, "--message-file", str(tmp_path / "data.bin"), "--attribute", "k=file")
+    ok(
+        gw,
+        "topics",
+        "publish",
+        topic,
+        "--message-base64",
+        base64.b64encode(b"\x00\xff").decode(),
+        "--attribute",
+        "k=b",
+    )
+    ok(gw, "topics", "publish", topic, "--message-file", "-", "--attribute", "k=stdin", stdin="a\n\nb\n")
+    got = pulled(gw, "subscriptions", "pull", subscription, "--all", "--auto-ack")
+    datas = {m["message"]["attributes"]["k"]: base64.b64decode(m["message"]["data"]) for m in got}
+    assert datas == {"v": b"hello", "file": binary, "b": b"\x00\xff", "stdin": b"a\n\nb\n"}
+    first = next(m["message"] for m in got if m["message"]["attributes"]["k"] == "v")
+    assert first["attributes"] == {"k": "v", "n": "1"} and first["orderingKey"] == "o"
+    assert pulled(gw, "subscriptions", "pull", subscription, "--limit", "10") == []  # all acked
+
+    # pull without --auto-ack (gcloud's --limit defaults to 1), then ack and modack by id
+    ok(gw, "topics", "publish", topic, "--message", "x", "--attribute", "k=x")
+    ok(gw, "topics", "publish", topic, "--message", "y", "--attribute", "k=y")
+    one = pulled(gw, "subscriptions", "pull", subscription)
+    assert len(one) == 1
+    ok(
+        gw,
+        "subscriptions",
+        "modify-message-ack-deadline",
+        subscription,
+        "--ack-ids",
+        one[0]["ackId"],
+        "--ack-deadline",
+        "0",
+    )
+    both: list[Any] = []
+    for _ in range(20):  # a Pull answers with what is ready at once: both come within a few
+        both += pulled(gw, "subscriptions", "pull", subscription, "--limit", "5")
+        if len(both) >= 2:
+            break
+    assert sorted(m["message"]["attributes"]["k"] for m in both) == ["x", "y"]
+    done = as_json(gw, "subscriptions", "ack", subscription, "--ack-ids", ",".join(m["ackId"] for m in both))
+    assert len(done["ackIds"]) == 2
+    assert pulled(gw, "subscriptions", "pull", subscription, "--limit", "5") == []
+
+    # seek, push config, detach
+    ok(gw, "subscriptions", "seek", subscription, "--time", "2020-01-01T00:00:00Z")
+    assert len(pulled(gw, "subscriptions", "pull", subscription, "--all", "--auto-ack")) == 6
+    ok(
+        gw,
+        "subscriptions",
+        "modify-push-config",
+        other,
+        "--push-endpoint",
+        "http://127.0.0.1:9/p",
+        "--push-no-wrapper",
+    )
+    push = as_json(gw, "subscriptions", "describe", other)["pushConfig"]
+    assert push["pushEndpoint"] == "http://127.0.0.1:9/p" and "noWrapper" in push
+    ok(gw, "subscriptions", "modify-push-config", other, "--push-endpoint", "")
+    assert "pushConfig" not in as_json(gw, "subscriptions", "describe", other) or not as_json(
+        gw, "subscriptions", "describe", other
+    )["pushConfig"].get("pushEndpoint")
+    assert as_json(gw, "topics", "detach-subscription", other) == {"subscription": other, "detached": True}
+    assert as_json(gw, "subscriptions", "describe", other)["detached"] is True
+
+    # refusals: bad durations and flags are usage errors (2), a refused call is 1
+    for bad in (
+        (
+            "subscriptions",
+            "create",
+            names("subscriptions", "-3"),
+            "--topic",
+            topic,
+            "--message-retention-duration",
+            "1y",
+        ),
+        ("subscriptions", "create", names("subscriptions", "-4"), "--topic", topic, "--push-no-wrapper"),
+        ("topics", "publish", topic),
+        ("topics", "publish", topic, "--message-base64", "%%%"),
+    ):
+        done = cli(gw, *bad)
+        assert done.returncode == 2 and done.stderr.startswith("pubsub-gateway "), (bad, done.stderr)
+    done = cli(gw, "subscriptions", "ack", subscription, "--ack-ids", "nonsense")
+    assert done.returncode == 1 and "INVALID_ARGUMENT" in done.stderr, done.stderr
