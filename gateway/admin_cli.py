@@ -37,7 +37,14 @@ EXIT_STATUSES = (
     "(and synced, when stdout is a file): a message cut off by any of these is delivered again, "
     "never lost."
 )
-COMMANDS = ("topics", "subscriptions", "snapshots", "publish", "pull", "seek")
+COMMANDS = ("topics", "subscriptions", "snapshots", "schemas", "publish", "pull", "seek")
+# The resources that hold IAM policies, and the collection of their names.
+IAM_COLLECTIONS = {
+    "topics": "topics",
+    "subscriptions": "subscriptions",
+    "snapshots": "snapshots",
+    "schemas": "schemas",
+}
 # What one PublishRequest may hold (Pub/Sub's limits: 1,000 messages, 10 MB a request).
 PUBLISH_BATCH_MESSAGES = 1000
 PUBLISH_BATCH_BYTES = 9 * 1024 * 1024
@@ -206,6 +213,60 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _seek_parser(
         commands.add_parser("seek", parents=[common], help="seek a subscription to a time or a snapshot")
     )
+
+    schemas = crud(
+        commands.add_parser("schemas", help="create, commit, validate, list, describe, delete schemas"),
+        "schema",
+    )
+    for verb, what in (
+        ("create", "create a schema"),
+        ("commit", "commit a new revision"),
+        ("validate-schema", "check a definition without storing it"),
+    ):
+        parser = schemas.add_parser(verb, parents=[common], help=what)
+        if verb != "validate-schema":
+            parser.add_argument("name")
+        parser.add_argument("--type", required=True, choices=("avro", "protocol-buffer"))
+        definition = parser.add_mutually_exclusive_group(required=True)
+        definition.add_argument("--definition")
+        definition.add_argument("--definition-file", metavar="FILE")
+    revisions = schemas.add_parser(
+        "list-revisions", parents=[common], help="a schema's revisions, newest first"
+    )
+    revisions.add_argument("name")
+    rollback = schemas.add_parser("rollback", parents=[common], help="commit an earlier revision again")
+    rollback.add_argument("name")
+    rollback.add_argument("--revision-id", required=True)
+    deleted = schemas.add_parser(
+        "delete-revision", parents=[common], help="delete one revision: NAME@REVISION"
+    )
+    deleted.add_argument("name", metavar="NAME@REVISION")
+    check = schemas.add_parser("validate-message", parents=[common], help="check a message against a schema")
+    check.add_argument("--message-encoding", required=True, choices=("json", "binary"))
+    body = check.add_mutually_exclusive_group(required=True)
+    body.add_argument("--message")
+    body.add_argument("--message-file", metavar="FILE", help="the message, bytes as they are (- for stdin)")
+    spec = check.add_mutually_exclusive_group(required=True)
+    spec.add_argument("--schema-name")
+    spec.add_argument("--definition")
+    spec.add_argument("--definition-file", metavar="FILE")
+    check.add_argument("--type", choices=("avro", "protocol-buffer"), help="with --definition[-file]")
+
+    for command in IAM_COLLECTIONS:  # gcloud's IAM commands, on every resource that has a policy
+        actions = _actions_of(commands.choices[command])
+        actions.add_parser("get-iam-policy", parents=[common], help="the IAM policy").add_argument("name")
+        setter = actions.add_parser("set-iam-policy", parents=[common], help="replace the IAM policy")
+        setter.add_argument("name")
+        setter.add_argument(
+            "policy_file", metavar="POLICY_FILE", help="a JSON policy, as get-iam-policy prints it"
+        )
+        for verb in ("add-iam-policy-binding", "remove-iam-policy-binding"):
+            binding = actions.add_parser(
+                verb, parents=[common], help=verb.replace("-", " ").replace("iam ", "IAM ")
+            )
+            binding.add_argument("name")
+            binding.add_argument("--member", required=True, help="e.g. user:ana@example.com, allUsers")
+            binding.add_argument("--role", required=True, help="e.g. roles/pubsub.subscriber")
     for command in COMMANDS:  # every admin command's help ends with what its exit status means
         for parser in _with_actions(commands.choices[command]):
             parser.epilog = EXIT_STATUSES
@@ -220,6 +281,13 @@ def _seek_parser(seek: argparse.ArgumentParser) -> None:
 
 def _comma_list(value: str) -> list[str]:
     return [v for v in value.split(",") if v]
+
+
+def _actions_of(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    raise LookupError(parser.prog)
 
 
 def _with_actions(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
@@ -249,7 +317,8 @@ def run(args: argparse.Namespace) -> int:
     out = Output(args.format, args.progress)
     try:
         with _channel(args) as channel:
-            return _HANDLERS[args.command](_Context(args, channel, out))
+            iam = getattr(args, "action", "") in _IAM_ACTIONS
+            return (_iam if iam else _HANDLERS[args.command])(_Context(args, channel, out))
     except UsageError as exc:
         print(f"pubsub-gateway {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -269,12 +338,16 @@ def run(args: argparse.Namespace) -> int:
 
 class _Context:
     def __init__(self, args: argparse.Namespace, channel: grpc.Channel, out: Output) -> None:
-        from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc
+        from google.iam.v1 import iam_policy_pb2_grpc
+
+        from gateway._pb.google.pubsub.v1 import pubsub_pb2_grpc, schema_pb2_grpc
 
         self.args = args
         self.out = out
         self.publisher = pubsub_pb2_grpc.PublisherStub(channel)
         self.subscriber = pubsub_pb2_grpc.SubscriberStub(channel)
+        self.schemas = schema_pb2_grpc.SchemaServiceStub(channel)
+        self.iam = iam_policy_pb2_grpc.IAMPolicyStub(channel)  # type: ignore[no-untyped-call]
         token = _read(args.token_file).strip() if args.token_file else None
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
 
@@ -684,10 +757,137 @@ def _seek(ctx: _Context) -> int:
     return 0
 
 
+_IAM_ACTIONS = ("get-iam-policy", "set-iam-policy", "add-iam-policy-binding", "remove-iam-policy-binding")
+_SCHEMA_TYPES = {"avro": "AVRO", "protocol-buffer": "PROTOCOL_BUFFER"}
+
+
+def _definition(a: argparse.Namespace) -> str:
+    return _read(a.definition_file) if a.definition_file else str(a.definition)
+
+
+def _schemas(ctx: _Context) -> int:
+    from gateway._pb.google.pubsub.v1 import schema_pb2 as spb
+
+    a = ctx.args
+    if a.action == "list":
+        listing = spb.ListSchemasRequest(parent=f"projects/{ctx.project()}")
+        ctx.out.resources(list(ctx.pages(ctx.schemas.ListSchemas, listing, "schemas")))
+    elif a.action == "describe":
+        ctx.out.resource(
+            ctx.call(ctx.schemas.GetSchema, spb.GetSchemaRequest(name=ctx.name(a.name, "schemas")))
+        )
+    elif a.action == "delete":
+        name = ctx.name(a.name, "schemas")
+        ctx.call(ctx.schemas.DeleteSchema, spb.DeleteSchemaRequest(name=name))
+        ctx.out.deleted(name)
+    elif a.action in ("create", "commit"):
+        name = ctx.name(a.name, "schemas")
+        schema = spb.Schema(name=name, type=_SCHEMA_TYPES[a.type], definition=_definition(a))
+        if a.action == "create":
+            parent = "/".join(name.split("/")[:2])
+            create = spb.CreateSchemaRequest(parent=parent, schema_id=name.rsplit("/", 1)[1], schema=schema)
+            ctx.out.resource(ctx.call(ctx.schemas.CreateSchema, create), created=True)
+        else:
+            ctx.out.resource(
+                ctx.call(ctx.schemas.CommitSchema, spb.CommitSchemaRequest(name=name, schema=schema))
+            )
+    elif a.action == "list-revisions":
+        revisions = spb.ListSchemaRevisionsRequest(name=ctx.name(a.name, "schemas"))
+        found = list(ctx.pages(ctx.schemas.ListSchemaRevisions, revisions, "schemas"))
+        if ctx.out.json:
+            ctx.out.resources(found)
+        else:
+            for s in found:
+                print(f"{s.revision_id}  {s.revision_create_time.ToJsonString()}")
+    elif a.action == "rollback":
+        rollback = spb.RollbackSchemaRequest(name=ctx.name(a.name, "schemas"), revision_id=a.revision_id)
+        ctx.out.resource(ctx.call(ctx.schemas.RollbackSchema, rollback))
+    elif a.action == "delete-revision":
+        name, sep, revision = a.name.rpartition("@")
+        if not sep or not name or not revision:
+            raise UsageError(f"delete-revision takes NAME@REVISION, not {a.name!r}")
+        gone = spb.DeleteSchemaRevisionRequest(name=f"{ctx.name(name, 'schemas')}@{revision}")
+        ctx.out.resource(ctx.call(ctx.schemas.DeleteSchemaRevision, gone))
+    elif a.action == "validate-schema":
+        schema = spb.Schema(type=_SCHEMA_TYPES[a.type], definition=_definition(a))
+        check = spb.ValidateSchemaRequest(parent=f"projects/{ctx.project()}", schema=schema)
+        ctx.call(ctx.schemas.ValidateSchema, check)
+        ctx.out.done("the schema is valid", {"valid": True})
+    else:
+        return _validate_message(ctx)
+    return 0
+
+
+def _validate_message(ctx: _Context) -> int:
+    from gateway._pb.google.pubsub.v1 import schema_pb2 as spb
+
+    a = ctx.args
+    if a.message is not None:
+        message = a.message.encode()
+    elif a.message_file == "-":
+        message = sys.stdin.buffer.read()
+    else:
+        try:
+            with open(a.message_file, "rb") as f:
+                message = f.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {a.message_file}: {exc.strerror}") from None
+    encoding = spb.Encoding.JSON if a.message_encoding == "json" else spb.Encoding.BINARY
+    request = spb.ValidateMessageRequest(
+        parent=f"projects/{ctx.project()}", message=message, encoding=encoding
+    )
+    if a.schema_name:
+        request.name = ctx.name(a.schema_name, "schemas")
+    elif a.type is None:
+        raise UsageError("--definition and --definition-file need --type")
+    else:
+        request.schema.CopyFrom(spb.Schema(type=_SCHEMA_TYPES[a.type], definition=_definition(a)))
+    ctx.call(ctx.schemas.ValidateMessage, request)
+    ctx.out.done("the message is valid", {"valid": True})
+    return 0
+
+
+def _iam(ctx: _Context) -> int:
+    """get-iam-policy, set-iam-policy, add-iam-policy-binding, remove-iam-policy-binding of
+    any resource that holds a policy."""
+    from google.iam.v1 import iam_policy_pb2, policy_pb2
+    from google.protobuf import json_format
+
+    a = ctx.args
+    resource = ctx.name(a.name, IAM_COLLECTIONS[a.command])
+    get = iam_policy_pb2.GetIamPolicyRequest(resource=resource)
+    if a.action == "get-iam-policy":
+        ctx.out.resource(ctx.call(ctx.iam.GetIamPolicy, get))
+        return 0
+    if a.action == "set-iam-policy":
+        try:
+            policy = json_format.Parse(_read(a.policy_file), policy_pb2.Policy())
+        except json_format.ParseError as exc:
+            raise UsageError(f"{a.policy_file} is no IAM policy: {exc}") from None
+    else:
+        policy = ctx.call(ctx.iam.GetIamPolicy, get)  # its etag makes the set below fail on a race
+        binding = next((b for b in policy.bindings if b.role == a.role and not b.HasField("condition")), None)
+        if a.action == "add-iam-policy-binding":
+            if binding is None:
+                binding = policy.bindings.add(role=a.role)
+            if a.member not in binding.members:
+                binding.members.append(a.member)
+        else:
+            if binding is None or a.member not in binding.members:
+                raise UsageError(f"{resource} has no binding of {a.member} to {a.role}")
+            binding.members.remove(a.member)
+            if not binding.members:
+                policy.bindings.remove(binding)
+    request = iam_policy_pb2.SetIamPolicyRequest(resource=resource, policy=policy)
+    ctx.out.resource(ctx.call(ctx.iam.SetIamPolicy, request))
+    return 0
+
+
 _HANDLERS: dict[str, Callable[[_Context], int]] = {
     "topics": _topics,
     "subscriptions": _subscriptions,
     "snapshots": _snapshots,
+    "schemas": _schemas,
     "publish": _publish,
     "pull": _pull,
     "seek": _seek,

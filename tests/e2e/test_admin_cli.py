@@ -392,3 +392,114 @@ def test_gclouds_command_lines_work_with_gcloud_pubsub_replaced(
         assert done.returncode == 2 and done.stderr.startswith("pubsub-gateway "), (bad, done.stderr)
     done = cli(gw, "subscriptions", "ack", subscription, "--ack-ids", "nonsense")
     assert done.returncode == 1 and "INVALID_ARGUMENT" in done.stderr, done.stderr
+
+
+AVRO = json.dumps({"type": "record", "name": "R", "fields": [{"name": "n", "type": "int"}]})
+AVRO_2 = json.dumps(
+    {
+        "type": "record",
+        "name": "R",
+        "fields": [{"name": "n", "type": "int"}, {"name": "s", "type": ["null", "string"], "default": None}],
+    }
+)
+
+
+def test_the_schemas_group_as_gclouds(
+    shared_gateway: GatewayProcess, names: Callable[[str], str], tmp_path: Path
+) -> None:
+    gw = shared_gateway
+    schema = names("schemas")
+    (tmp_path / "r.avsc").write_text(AVRO_2)
+    made = as_json(gw, "schemas", "create", schema, "--type", "avro", "--definition", AVRO)
+    assert made["name"] == schema and made["type"] == "AVRO"
+    assert schema in ok(gw, "schemas", "list", "--project", "test-project").split()
+    committed = as_json(
+        gw, "schemas", "commit", schema, "--type", "avro", "--definition-file", str(tmp_path / "r.avsc")
+    )
+    assert committed["revisionId"] != made["revisionId"]
+    revisions = as_json(gw, "schemas", "list-revisions", schema)
+    assert [r["revisionId"] for r in revisions] == [committed["revisionId"], made["revisionId"]]
+    assert len(ok(gw, "schemas", "list-revisions", schema).splitlines()) == 2
+    rolled = as_json(gw, "schemas", "rollback", schema, "--revision-id", made["revisionId"])
+    assert rolled["definition"] == AVRO
+    ok(gw, "schemas", "delete-revision", f"{schema}@{committed['revisionId']}")
+    assert committed["revisionId"] not in {
+        r["revisionId"] for r in as_json(gw, "schemas", "list-revisions", schema)
+    }
+    assert as_json(gw, "schemas", "describe", schema)["definition"] == AVRO
+
+    assert as_json(
+        gw, "schemas", "validate-schema", "--type", "avro", "--definition", AVRO, "--project", "test-project"
+    ) == {"valid": True}
+    bad = cli(
+        gw, "schemas", "validate-schema", "--type", "avro", "--definition", "{", "--project", "test-project"
+    )
+    assert bad.returncode == 1 and "INVALID_ARGUMENT" in bad.stderr, bad.stderr
+    good = (
+        "schemas",
+        "validate-message",
+        "--message-encoding",
+        "json",
+        "--schema-name",
+        schema,
+        "--project",
+        "test-project",
+    )
+    assert as_json(gw, *good, "--message", '{"n": 1}') == {"valid": True}
+    refused = cli(
+        gw,
+        *good[:-4],
+        "--message",
+        '{"n": "x"}',
+        "--type",
+        "avro",
+        "--definition",
+        AVRO,
+        "--project",
+        "test-project",
+    )
+    assert refused.returncode == 1 and "INVALID_ARGUMENT" in refused.stderr, refused.stderr
+    assert cli(gw, "schemas", "delete-revision", schema).returncode == 2  # no @REVISION
+    assert ok(gw, "schemas", "delete", schema) == f"deleted {schema}\n"
+
+
+def test_iam_commands_on_topics_subscriptions_snapshots_and_schemas(
+    shared_gateway: GatewayProcess, names: Callable[[str], str], tmp_path: Path
+) -> None:
+    gw = shared_gateway
+    topic, subscription = names("topics"), names("subscriptions")
+    ok(gw, "topics", "create", topic)
+    ok(gw, "subscriptions", "create", subscription, "--topic", topic)
+    for command, name in (("topics", topic), ("subscriptions", subscription)):
+        role = "roles/pubsub.viewer"
+        added = as_json(
+            gw, command, "add-iam-policy-binding", name, "--member", "user:ana@example.com", "--role", role
+        )
+        assert {"role": role, "members": ["user:ana@example.com"]} in added["bindings"]
+        again = as_json(
+            gw, command, "add-iam-policy-binding", name, "--member", "user:bo@example.com", "--role", role
+        )
+        assert next(b for b in again["bindings"] if b["role"] == role)["members"] == [
+            "user:ana@example.com",
+            "user:bo@example.com",
+        ]
+        assert as_json(gw, command, "get-iam-policy", name)["bindings"] == again["bindings"]
+        ok(gw, command, "remove-iam-policy-binding", name, "--member", "user:ana@example.com", "--role", role)
+        left = as_json(gw, command, "get-iam-policy", name)
+        assert next(b for b in left["bindings"] if b["role"] == role)["members"] == ["user:bo@example.com"]
+        missing = cli(
+            gw, command, "remove-iam-policy-binding", name, "--member", "user:zed@example.com", "--role", role
+        )
+        assert missing.returncode == 2 and "has no binding" in missing.stderr
+        policy = tmp_path / f"{command}.json"
+        policy.write_text(
+            json.dumps({"bindings": [{"role": "roles/pubsub.editor", "members": ["group:g@example.com"]}]})
+        )
+        assert as_json(gw, command, "set-iam-policy", name, str(policy))["bindings"] == [
+            {"role": "roles/pubsub.editor", "members": ["group:g@example.com"]}
+        ]
+    snapshot = names("snapshots")
+    ok(gw, "snapshots", "create", snapshot, "--subscription", subscription)
+    assert as_json(gw, "snapshots", "get-iam-policy", snapshot).get("bindings", []) == []
+    (tmp_path / "bad.json").write_text("{")
+    assert cli(gw, "topics", "set-iam-policy", topic, str(tmp_path / "bad.json")).returncode == 2
