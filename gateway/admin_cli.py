@@ -93,6 +93,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     create.add_argument("--kafka-topic", help="adopt this existing Kafka topic (label kafka-topic)")
     _labels(create)
+    update = topics.add_parser("update", parents=[common], help="change a topic's labels or retention")
+    update.add_argument("name")
+    _label_updates(update)
+    retention = update.add_mutually_exclusive_group()
+    retention.add_argument("--message-retention-duration", metavar="DURATION", help="e.g. 10m, 1h, 7d")
+    retention.add_argument("--clear-message-retention-duration", action="store_true")
     listed = topics.add_parser("list-subscriptions", parents=[common], help="the subscriptions of a topic")
     listed.add_argument("name")
     detach = topics.add_parser(
@@ -149,6 +155,23 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("--max-retry-delay", metavar="DURATION", help="retry policy: the longest backoff")
     _labels(create)
 
+    update = subs.add_parser("update", parents=[common], help="change a subscription's settings")
+    update.add_argument("name")
+    _label_updates(update)
+    update.add_argument("--ack-deadline", type=int, metavar="SECONDS")
+    update.add_argument("--push-endpoint", metavar="URL", help='"" makes it a pull subscription')
+    update.add_argument("--message-retention-duration", metavar="DURATION")
+    update.add_argument("--retain-acked-messages", action=argparse.BooleanOptionalAction, default=None)
+    update.add_argument("--enable-exactly-once-delivery", action=argparse.BooleanOptionalAction, default=None)
+    update.add_argument("--expiration-period", metavar="DURATION", help="a duration, or never")
+    dead = update.add_mutually_exclusive_group()
+    dead.add_argument("--dead-letter-topic")
+    dead.add_argument("--clear-dead-letter-policy", action="store_true")
+    update.add_argument("--max-delivery-attempts", type=int)
+    retry = update.add_mutually_exclusive_group()
+    retry.add_argument("--min-retry-delay", metavar="DURATION")
+    retry.add_argument("--clear-retry-policy", action="store_true")
+    update.add_argument("--max-retry-delay", metavar="DURATION")
     pull = subs.add_parser("pull", parents=[common], help="pull messages (gcloud's form of `pull`)")
     pull.add_argument("subscription")
     pull.add_argument("--limit", dest="max", type=int, help="at most this many messages (default 1)")
@@ -270,6 +293,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for command in COMMANDS:  # every admin command's help ends with what its exit status means
         for parser in _with_actions(commands.choices[command]):
             parser.epilog = EXIT_STATUSES
+
+
+def _label_updates(parser: argparse.ArgumentParser) -> None:
+    labels = parser.add_mutually_exclusive_group()
+    labels.add_argument("--update-labels", action="append", default=[], metavar="KEY=VALUE,...")
+    labels.add_argument("--clear-labels", action="store_true")
+    parser.add_argument("--remove-labels", action="append", default=[], metavar="KEY,...")
 
 
 def _seek_parser(seek: argparse.ArgumentParser) -> None:
@@ -440,6 +470,20 @@ def _topics(ctx: _Context) -> int:
         name = ctx.name(a.name, "topics")
         ctx.call(ctx.publisher.DeleteTopic, pb.DeleteTopicRequest(topic=name))
         ctx.out.deleted(name)
+    elif a.action == "update":
+        current = ctx.call(ctx.publisher.GetTopic, pb.GetTopicRequest(topic=ctx.name(a.name, "topics")))
+        topic = pb.Topic(name=current.name)
+        paths = _labels_updated(a, current.labels, topic.labels)
+        if a.message_retention_duration:
+            topic.message_retention_duration.seconds = _seconds(
+                a.message_retention_duration, "--message-retention-duration"
+            )
+        if a.message_retention_duration or a.clear_message_retention_duration:
+            paths.append("message_retention_duration")
+        if not paths:
+            raise UsageError("nothing to update: give at least one setting")
+        change = pb.UpdateTopicRequest(topic=topic, update_mask={"paths": paths})
+        ctx.out.resource(ctx.call(ctx.publisher.UpdateTopic, change))
     elif a.action == "list-subscriptions":
         of_topic = pb.ListTopicSubscriptionsRequest(topic=ctx.name(a.name, "topics"))
         found = list(ctx.pages(ctx.publisher.ListTopicSubscriptions, of_topic, "subscriptions"))
@@ -481,6 +525,8 @@ def _subscriptions(ctx: _Context) -> int:
         name = ctx.name(a.name, "subscriptions")
         ctx.call(ctx.subscriber.DeleteSubscription, pb.DeleteSubscriptionRequest(subscription=name))
         ctx.out.deleted(name)
+    elif a.action == "update":
+        _update_subscription(ctx)
     elif a.action == "pull":
         return _pull(ctx)
     elif a.action == "seek":
@@ -551,6 +597,78 @@ def _subscriptions(ctx: _Context) -> int:
             raise UsageError("--max-delivery-attempts needs --dead-letter-topic")
         ctx.out.resource(ctx.call(ctx.subscriber.CreateSubscription, sub), created=True)
     return 0
+
+
+def _labels_updated(a: argparse.Namespace, current: Any, out: Any) -> list[str]:
+    """The labels --update-labels, --remove-labels and --clear-labels make of `current`, into
+    `out`; ["labels"] when they change anything asked, else []."""
+    if not (a.update_labels or a.remove_labels or a.clear_labels):
+        return []
+    labels = {} if a.clear_labels else dict(current)
+    labels.update(_pairs(a.update_labels, "--update-labels", commas=True))
+    for key in (k for v in a.remove_labels for k in v.split(",") if k):
+        labels.pop(key, None)
+    out.update(labels)
+    return ["labels"]
+
+
+def _update_subscription(ctx: _Context) -> None:
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    a = ctx.args
+    name = ctx.name(a.name, "subscriptions")
+    current = ctx.call(ctx.subscriber.GetSubscription, pb.GetSubscriptionRequest(subscription=name))
+    sub = pb.Subscription(name=name, topic=current.topic)
+    paths = _labels_updated(a, current.labels, sub.labels)
+    if a.ack_deadline is not None:
+        sub.ack_deadline_seconds = a.ack_deadline
+        paths.append("ack_deadline_seconds")
+    if a.push_endpoint is not None:
+        sub.push_config.push_endpoint = a.push_endpoint
+        paths.append("push_config")
+    if a.message_retention_duration:
+        sub.message_retention_duration.seconds = _seconds(
+            a.message_retention_duration, "--message-retention-duration"
+        )
+        paths.append("message_retention_duration")
+    if a.retain_acked_messages is not None:
+        sub.retain_acked_messages = a.retain_acked_messages
+        paths.append("retain_acked_messages")
+    if a.enable_exactly_once_delivery is not None:
+        sub.enable_exactly_once_delivery = a.enable_exactly_once_delivery
+        paths.append("enable_exactly_once_delivery")
+    if a.expiration_period:
+        if a.expiration_period.strip().lower() == "never":
+            sub.expiration_policy.SetInParent()
+        else:
+            sub.expiration_policy.ttl.seconds = _seconds(a.expiration_period, "--expiration-period")
+        paths.append("expiration_policy")
+    if a.dead_letter_topic or a.max_delivery_attempts is not None:
+        if a.clear_dead_letter_policy:
+            raise UsageError("--max-delivery-attempts and --clear-dead-letter-policy contradict each other")
+        sub.dead_letter_policy.CopyFrom(current.dead_letter_policy)
+        if a.dead_letter_topic:
+            sub.dead_letter_policy.dead_letter_topic = ctx.name(a.dead_letter_topic, "topics")
+        if a.max_delivery_attempts is not None:
+            sub.dead_letter_policy.max_delivery_attempts = a.max_delivery_attempts
+        paths.append("dead_letter_policy")
+    elif a.clear_dead_letter_policy:
+        paths.append("dead_letter_policy")
+    if a.min_retry_delay or a.max_retry_delay:
+        if a.clear_retry_policy:
+            raise UsageError("--max-retry-delay and --clear-retry-policy contradict each other")
+        sub.retry_policy.CopyFrom(current.retry_policy)
+        if a.min_retry_delay:
+            sub.retry_policy.minimum_backoff.seconds = _seconds(a.min_retry_delay, "--min-retry-delay")
+        if a.max_retry_delay:
+            sub.retry_policy.maximum_backoff.seconds = _seconds(a.max_retry_delay, "--max-retry-delay")
+        paths.append("retry_policy")
+    elif a.clear_retry_policy:
+        paths.append("retry_policy")
+    if not paths:
+        raise UsageError("nothing to update: give at least one setting")
+    request = pb.UpdateSubscriptionRequest(subscription=sub, update_mask={"paths": paths})
+    ctx.out.resource(ctx.call(ctx.subscriber.UpdateSubscription, request))
 
 
 def _snapshots(ctx: _Context) -> int:

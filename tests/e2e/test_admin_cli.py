@@ -503,3 +503,75 @@ def test_iam_commands_on_topics_subscriptions_snapshots_and_schemas(
     assert as_json(gw, "snapshots", "get-iam-policy", snapshot).get("bindings", []) == []
     (tmp_path / "bad.json").write_text("{")
     assert cli(gw, "topics", "set-iam-policy", topic, str(tmp_path / "bad.json")).returncode == 2
+
+
+def test_topics_and_subscriptions_update_as_gclouds(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    gw = shared_gateway
+    topic, dead, subscription = names("topics"), names("topics", "-dead"), names("subscriptions")
+    ok(gw, "topics", "create", topic, "--labels", "a=1,b=2")
+    ok(gw, "topics", "create", dead)
+    changed = as_json(
+        gw,
+        "topics",
+        "update",
+        topic,
+        "--update-labels",
+        "c=3",
+        "--remove-labels",
+        "a",
+        "--message-retention-duration",
+        "2h",
+    )
+    assert changed["labels"] == {"b": "2", "c": "3"} and changed["messageRetentionDuration"] == "7200s"
+    cleared = as_json(gw, "topics", "update", topic, "--clear-labels", "--clear-message-retention-duration")
+    assert not cleared.get("labels") and "messageRetentionDuration" not in cleared
+
+    ok(gw, "subscriptions", "create", subscription, "--topic", topic, "--labels", "x=1")
+    changed = as_json(
+        gw,
+        "subscriptions",
+        "update",
+        subscription,
+        "--ack-deadline",
+        "45",
+        "--update-labels",
+        "y=2",
+        "--retain-acked-messages",
+        "--message-retention-duration",
+        "1d",
+        "--expiration-period",
+        "3d",
+        "--dead-letter-topic",
+        dead,
+        "--max-delivery-attempts",
+        "7",
+        "--min-retry-delay",
+        "5s",
+        "--max-retry-delay",
+        "1m",
+    )
+    assert changed["ackDeadlineSeconds"] == 45 and changed["labels"] == {"x": "1", "y": "2"}
+    assert changed["retainAckedMessages"] is True and changed["messageRetentionDuration"] == "86400s"
+    assert changed["expirationPolicy"] == {"ttl": "259200s"}
+    assert changed["deadLetterPolicy"] == {"deadLetterTopic": dead, "maxDeliveryAttempts": 7}
+    assert changed["retryPolicy"] == {"minimumBackoff": "5s", "maximumBackoff": "60s"}
+    back = as_json(
+        gw,
+        "subscriptions",
+        "update",
+        subscription,
+        "--no-retain-acked-messages",
+        "--clear-dead-letter-policy",
+        "--clear-retry-policy",
+    )
+    assert (
+        not back.get("retainAckedMessages") and "deadLetterPolicy" not in back and "retryPolicy" not in back
+    )
+    assert as_json(gw, "subscriptions", "describe", subscription)["ackDeadlineSeconds"] == 45
+    for nothing in (("topics", "update", topic), ("subscriptions", "update", subscription)):
+        done = cli(gw, *nothing)
+        assert done.returncode == 2 and "nothing to update" in done.stderr
+    refused = cli(gw, "subscriptions", "update", subscription, "--ack-deadline", "5000")
+    assert refused.returncode == 1 and "INVALID_ARGUMENT" in refused.stderr, refused.stderr
