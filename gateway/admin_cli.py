@@ -117,8 +117,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     data.add_argument("--message", help="the data, as text (UTF-8)")
     data.add_argument("--message-file", metavar="FILE", help="the data: the whole file, bytes as they are")
     data.add_argument("--message-base64", metavar="BASE64", help="the data, in base64")
-    publish.add_argument("--attribute", action="append", default=[], metavar="KEY=VALUE,...")
-    publish.add_argument("--ordering-key")
+    publish.add_argument(
+        "--attribute",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE,...",
+        help="attributes, comma-separated",
+    )
+    publish.add_argument("--ordering-key", help="the message's ordering key")
 
     subs = crud(
         commands.add_parser("subscriptions", help="create, list, describe, delete subscriptions"),
@@ -210,8 +216,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     publish.add_argument("topic")
     publish.add_argument("messages", nargs="*", metavar="MESSAGE")
-    publish.add_argument("-a", "--attribute", action="append", default=[], metavar="KEY=VALUE")
-    publish.add_argument("--ordering-key")
+    publish.add_argument(
+        "-a",
+        "--attribute",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an attribute of every message",
+    )
+    publish.add_argument("--ordering-key", help="the ordering key of every message")
 
     pull = commands.add_parser(
         "pull",
@@ -330,7 +343,13 @@ def _with_actions(parser: argparse.ArgumentParser) -> Iterator[argparse.Argument
 
 def _labels(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--labels", "--label", dest="label", action="append", default=[], metavar="KEY=VALUE,..."
+        "--labels",
+        "--label",
+        dest="label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE,...",
+        help="labels, comma-separated or the flag repeated",
     )
 
 
