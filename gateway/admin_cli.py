@@ -92,6 +92,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--partitions", type=int, help="partitions of its Kafka topic (label kafka-partitions)"
     )
     create.add_argument("--kafka-topic", help="adopt this existing Kafka topic (label kafka-topic)")
+    create.add_argument("--message-retention-duration", metavar="DURATION", help="e.g. 10m, 1h, 7d")
+    create.add_argument("--schema", help="validate published messages against this schema")
+    create.add_argument("--message-encoding", choices=("json", "binary"), help="with --schema")
+    create.add_argument("--first-revision-id", help="with --schema: the oldest revision allowed")
+    create.add_argument("--last-revision-id", help="with --schema: the newest revision allowed")
     _labels(create)
     update = topics.add_parser("update", parents=[common], help="change a topic's labels or retention")
     update.add_argument("name")
@@ -476,6 +481,7 @@ def _seconds(value: str, flag: str) -> int:
 
 def _topics(ctx: _Context) -> int:
     from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+    from gateway._pb.google.pubsub.v1 import schema_pb2
 
     a = ctx.args
     if a.action == "list":
@@ -520,6 +526,19 @@ def _topics(ctx: _Context) -> int:
         if a.kafka_topic:
             labels["kafka-topic"] = a.kafka_topic
         topic = pb.Topic(name=ctx.name(a.name, "topics"), labels=labels)
+        if a.message_retention_duration:
+            topic.message_retention_duration.seconds = _seconds(
+                a.message_retention_duration, "--message-retention-duration"
+            )
+        if a.schema:
+            settings = topic.schema_settings
+            settings.schema = ctx.name(a.schema, "schemas")
+            binary = a.message_encoding == "binary"
+            settings.encoding = schema_pb2.Encoding.BINARY if binary else schema_pb2.Encoding.JSON
+            settings.first_revision_id = a.first_revision_id or ""
+            settings.last_revision_id = a.last_revision_id or ""
+        elif a.message_encoding or a.first_revision_id or a.last_revision_id:
+            raise UsageError("--message-encoding and the revision ids need --schema")
         ctx.out.resource(ctx.call(ctx.publisher.CreateTopic, topic), created=True)
     return 0
 

@@ -460,6 +460,29 @@ def test_the_schemas_group_as_gclouds(
     )
     assert refused.returncode == 1 and "INVALID_ARGUMENT" in refused.stderr, refused.stderr
     assert cli(gw, "schemas", "delete-revision", schema).returncode == 2  # no @REVISION
+
+    topic = names("topics")
+    made_topic = as_json(
+        gw,
+        "topics",
+        "create",
+        topic,
+        "--schema",
+        schema,
+        "--message-encoding",
+        "json",
+        "--message-retention-duration",
+        "1d",
+    )
+    assert (
+        made_topic["schemaSettings"]["schema"] == schema
+        and made_topic["messageRetentionDuration"] == "86400s"
+    )
+    assert ok(gw, "topics", "publish", topic, "--message", '{"n": 2}').strip()
+    refused = cli(gw, "topics", "publish", topic, "--message", '{"n": "two"}')
+    assert refused.returncode == 1 and "INVALID_ARGUMENT" in refused.stderr, refused.stderr
+    assert cli(gw, "topics", "create", names("topics", "-x"), "--message-encoding", "json").returncode == 2
+    ok(gw, "topics", "delete", topic)
     assert ok(gw, "schemas", "delete", schema) == f"deleted {schema}\n"
 
 
