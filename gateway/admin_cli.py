@@ -157,6 +157,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="push the message data alone, without the JSON envelope",
     )
+    _push_auth(create)
     create.add_argument("--dead-letter-topic")
     create.add_argument("--max-delivery-attempts", type=int)
     create.add_argument("--message-retention-duration", metavar="DURATION", help="e.g. 10m, 1h, 7d")
@@ -171,6 +172,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _label_updates(update)
     update.add_argument("--ack-deadline", type=int, metavar="SECONDS")
     update.add_argument("--push-endpoint", metavar="URL", help='"" makes it a pull subscription')
+    update.add_argument("--push-no-wrapper", action="store_true", help="with --push-endpoint: no envelope")
+    _push_auth(update)
     update.add_argument("--message-retention-duration", metavar="DURATION")
     update.add_argument("--retain-acked-messages", action=argparse.BooleanOptionalAction, default=None)
     update.add_argument("--enable-exactly-once-delivery", action=argparse.BooleanOptionalAction, default=None)
@@ -201,7 +204,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     push = subs.add_parser("modify-push-config", parents=[common], help="set or clear the push endpoint")
     push.add_argument("subscription")
     push.add_argument("--push-endpoint", required=True, metavar="URL", help='"" makes it a pull subscription')
-    push.add_argument("--push-no-wrapper", action="store_true")
+    push.add_argument("--push-no-wrapper", action="store_true", help="the message data alone, no envelope")
+    _push_auth(push)
     _seek_parser(subs.add_parser("seek", parents=[common], help="seek to a time or a snapshot"))
 
     snaps = crud(
@@ -311,6 +315,35 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for command in COMMANDS:  # every admin command's help ends with what its exit status means
         for parser in _with_actions(commands.choices[command]):
             parser.epilog = EXIT_STATUSES
+
+
+def _push_auth(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--push-auth-service-account",
+        metavar="EMAIL",
+        help="sign each push with an OIDC token for this account",
+    )
+    parser.add_argument("--push-auth-token-audience", metavar="AUDIENCE", help="the token's audience")
+
+
+def _push_config(a: argparse.Namespace, endpoint: str) -> Any:
+    """The PushConfig of --push-endpoint and the push flags given with it."""
+    from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+
+    config = pb.PushConfig(push_endpoint=endpoint)
+    extra = a.push_no_wrapper or a.push_auth_service_account or a.push_auth_token_audience
+    if not endpoint:
+        if extra:
+            raise UsageError("--push-no-wrapper and --push-auth-* need a --push-endpoint")
+        return config
+    if a.push_no_wrapper:
+        config.no_wrapper.SetInParent()
+    if a.push_auth_token_audience and not a.push_auth_service_account:
+        raise UsageError("--push-auth-token-audience needs --push-auth-service-account")
+    if a.push_auth_service_account:
+        config.oidc_token.service_account_email = a.push_auth_service_account
+        config.oidc_token.audience = a.push_auth_token_audience or ""
+    return config
 
 
 def _label_updates(parser: argparse.ArgumentParser) -> None:
@@ -585,11 +618,7 @@ def _subscriptions(ctx: _Context) -> int:
             ctx.out.done(f"set the ack deadline of {len(a.ack_ids)} messages to {a.ack_deadline} s", doc)
     elif a.action == "modify-push-config":
         name = ctx.name(a.subscription, "subscriptions")
-        config = pb.PushConfig(push_endpoint=a.push_endpoint)
-        if a.push_endpoint and a.push_no_wrapper:
-            config.no_wrapper.SetInParent()
-        elif a.push_no_wrapper:
-            raise UsageError("--push-no-wrapper needs a --push-endpoint")
+        config = _push_config(a, a.push_endpoint)
         ctx.call(
             ctx.subscriber.ModifyPushConfig, pb.ModifyPushConfigRequest(subscription=name, push_config=config)
         )
@@ -607,12 +636,9 @@ def _subscriptions(ctx: _Context) -> int:
         )
         if a.ack_deadline is not None:
             sub.ack_deadline_seconds = a.ack_deadline
+        config = _push_config(a, a.push_endpoint or "")
         if a.push_endpoint:
-            sub.push_config.push_endpoint = a.push_endpoint
-            if a.push_no_wrapper:
-                sub.push_config.no_wrapper.SetInParent()
-        elif a.push_no_wrapper:
-            raise UsageError("--push-no-wrapper needs a --push-endpoint")
+            sub.push_config.CopyFrom(config)
         if a.message_retention_duration:
             sub.message_retention_duration.seconds = _seconds(
                 a.message_retention_duration, "--message-retention-duration"
@@ -662,8 +688,10 @@ def _update_subscription(ctx: _Context) -> None:
         sub.ack_deadline_seconds = a.ack_deadline
         paths.append("ack_deadline_seconds")
     if a.push_endpoint is not None:
-        sub.push_config.push_endpoint = a.push_endpoint
+        sub.push_config.CopyFrom(_push_config(a, a.push_endpoint))
         paths.append("push_config")
+    elif a.push_no_wrapper or a.push_auth_service_account or a.push_auth_token_audience:
+        raise UsageError("--push-no-wrapper and --push-auth-* need a --push-endpoint")
     if a.message_retention_duration:
         sub.message_retention_duration.seconds = _seconds(
             a.message_retention_duration, "--message-retention-duration"

@@ -366,6 +366,21 @@ def test_gclouds_command_lines_work_with_gcloud_pubsub_replaced(
     )
     push = as_json(gw, "subscriptions", "describe", other)["pushConfig"]
     assert push["pushEndpoint"] == "http://127.0.0.1:9/p" and "noWrapper" in push
+    ok(
+        gw,
+        "subscriptions",
+        "update",
+        other,
+        "--push-endpoint",
+        "http://127.0.0.1:9/q",
+        "--push-auth-service-account",
+        "pusher@p.iam.gserviceaccount.com",
+        "--push-auth-token-audience",
+        "aud",
+    )
+    push = as_json(gw, "subscriptions", "describe", other)["pushConfig"]
+    assert push["oidcToken"] == {"serviceAccountEmail": "pusher@p.iam.gserviceaccount.com", "audience": "aud"}
+    assert cli(gw, "subscriptions", "update", other, "--push-auth-token-audience", "a").returncode == 2
     ok(gw, "subscriptions", "modify-push-config", other, "--push-endpoint", "")
     assert "pushConfig" not in as_json(gw, "subscriptions", "describe", other) or not as_json(
         gw, "subscriptions", "describe", other
