@@ -17,6 +17,7 @@ EXIT_BROKER_LOST = serving.EXIT_BROKER_LOST
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pubsub-gateway", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve the Pub/Sub API (gRPC)")
     settings_mod.add_arguments(serve)
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     admin_cli.add_commands(commands)
     args, rest = parser.parse_known_args(argv)
     if args.command == "kafka":
-        return local.main(rest)
+        return local.main(rest, prog="pubsub-gateway kafka")
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.command in admin_cli.COMMANDS:
@@ -39,6 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(settings.log_level, settings.log_format, sys.stderr)  # text, or JSON lines
     logging.getLogger("gateway").info("settings: %s", settings.masked())
     return serving.run(settings)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("pubsub-kafka-gateway")
+    except metadata.PackageNotFoundError:  # run from a tree that was never installed
+        return "(not installed)"
 
 
 if __name__ == "__main__":

@@ -238,7 +238,9 @@ class Settings:
         "gateway exits with status 3 (default 3; 0 exits at the first)",
     )
     internal_prefix: str = setting("__pubsub_gateway", "prefix of the gateway's own topics")
-    default_partitions: int = 4
+    default_partitions: int = setting(
+        4, "partitions of a topic's Kafka topic when its labels ask for none (default 4)"
+    )
     # Resource limits (docs/limits.md). Every subscription gets a lease/ack log with as many
     # partitions as its topic: a topic of N partitions with S subscriptions costs N * (1 + S).
     max_partitions_per_topic: int = setting(
@@ -258,8 +260,12 @@ class Settings:
     max_schemas_per_project: int = setting(
         10_000, "schemas per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)"
     )
-    replication_factor: int = -1
-    pull_max_wait_seconds: float = 5.0
+    replication_factor: int = setting(
+        -1, "replication factor of the Kafka topics the gateway makes (default -1: the broker's default)"
+    )
+    pull_max_wait_seconds: float = setting(
+        5.0, "how long a Pull waits for messages before it answers with none (default 5)"
+    )
     # Longer than a dead group coordinator takes to move (the broker's session, 9 s, and an
     # election): a shorter one costs every member its partitions when a coordinator dies.
     session_timeout_ms: int = setting(
@@ -268,9 +274,15 @@ class Settings:
         "crashed process holds its partitions, and how long a dead group coordinator may "
         "take to move before members lose theirs",
     )
-    idle_subscription_seconds: float = 300.0
-    checkpoint_interval_seconds: float = 1.0
-    shutdown_grace_seconds: float = 5.0
+    idle_subscription_seconds: float = setting(
+        300.0, "a subscription nobody pulled from for this long leaves its consumer group here (default 300)"
+    )
+    checkpoint_interval_seconds: float = setting(
+        1.0, "how often each partition's lease/ack state is checkpointed and its offset committed (default 1)"
+    )
+    shutdown_grace_seconds: float = setting(
+        5.0, "on SIGTERM, how long pushes and calls in flight may finish (default 5)"
+    )
     shutdown_timeout_seconds: float = setting(
         25.0,
         "longest a shutdown may take (SIGTERM or SIGINT): past it the gateway prints what is "
@@ -324,7 +336,9 @@ class Settings:
     push_auth_key_file: Path | None = setting(
         None, "PEM RSA private key that signs push tokens (default: keys kept in Kafka, rotated)"
     )
-    push_auth_key_rotation_hours: float = 24.0
+    push_auth_key_rotation_hours: float = setting(
+        24.0, "how often the push token signing key kept in Kafka is rotated (default 24)"
+    )
     # Where pushes may go besides the addresses refused always (link-local, metadata, ...):
     # "any" or "public" (no loopback, private or other non-global addresses). docs/push.md
     push_destinations: endpoints.Policy = setting(
@@ -473,7 +487,9 @@ class Settings:
     event_loop: str = setting(
         "auto", "auto (uvloop where installed, the default), uvloop, or asyncio (the standard loop)"
     )
-    log_level: str = setting("INFO", convert=lambda value: str(value).upper())
+    log_level: str = setting(
+        "INFO", "DEBUG, INFO (the default), WARNING or ERROR", convert=lambda value: str(value).upper()
+    )
 
     def validate(self) -> Settings:
         if not 0 <= self.port <= 65535:
@@ -882,7 +898,7 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
         if option.split_env is not None:
             entries = option.split_env(value or "")
             parser.add_argument(
-                option.flag, action="append", default=entries, metavar=option.metavar, help=option.help
+                option.flag, action="append", default=entries, metavar=option.metavar, help=_help(option)
             )
         else:
             # A string default (the variable's) goes through `type` as the flag's value would.
@@ -892,8 +908,16 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
                 **typed,
                 default=option.default if value is None else value,
                 metavar=option.metavar,
-                help=option.help,
+                help=_help(option),
             )
+
+
+def _help(option: Option) -> str:
+    """A flag's help, naming its environment variable (and its default, unless it says it)."""
+    text = option.help or ""
+    if "default" not in text and option.default not in (None, "", [], ()):
+        text = f"{text} (default {option.default})"
+    return f"{text} [{option.variable}]".strip().replace("%", "%%")
 
 
 # Resolved together and first: `bootstrap.servers` may come from --kafka-config or the file.

@@ -468,10 +468,8 @@ def _rss_text(pid: int | None) -> str:
 # --------------------------------------------------------------------------- CLI
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m gateway.kafka.local", description="Run a local Kafka cluster until Ctrl-C."
-    )
+def _parse_args(argv: list[str] | None, prog: str | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=prog, description="Run a local Kafka cluster until Ctrl-C.")
     parser.add_argument("--port", type=int, default=9092, help="client listener port (0 = any free port)")
     parser.add_argument("--data-dir", type=Path, help="persistent data directory (default: temporary)")
     parser.add_argument(
@@ -498,9 +496,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run a broker in the foreground; print its bootstrap address; stop on SIGINT/SIGTERM."""
-    args = _parse_args(argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Run a broker in the foreground; print its bootstrap address; stop on SIGINT/SIGTERM.
+    `prog`: the command's name in its usage (`pubsub-gateway kafka`)."""
+    args = _parse_args(argv, prog)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     kafka = LocalKafka(
         cache_dir=args.cache_dir,
@@ -543,4 +542,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m gateway.kafka.local"))
