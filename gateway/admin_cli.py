@@ -96,6 +96,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("--schema", help="validate published messages against this schema")
     create.add_argument("--message-encoding", choices=("json", "binary"), help="with --schema")
     create.add_argument("--first-revision-id", help="with --schema: the oldest revision allowed")
+    create.add_argument(
+        "--message-storage-policy-allowed-regions",
+        metavar="REGION,...",
+        type=_comma_list,
+        help="stored; no effect: the data stays in your Kafka cluster",
+    )
+    create.add_argument(
+        "--topic-encryption-key", metavar="KEY", help="stored; no effect: Kafka encrypts at rest"
+    )
     create.add_argument("--last-revision-id", help="with --schema: the newest revision allowed")
     _labels(create)
     update = topics.add_parser("update", parents=[common], help="change a topic's labels or retention")
@@ -139,6 +148,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create = subs.add_parser("create", parents=[common], help="create a subscription")
     create.add_argument("name")
     create.add_argument("--topic", required=True)
+    create.add_argument("--topic-project", help="the project of a short --topic (default: --project)")
+    create.add_argument("--dead-letter-topic-project", help="the project of a short --dead-letter-topic")
+    create.add_argument(
+        "--bigquery-table", metavar="PROJECT:DATASET.TABLE", help="refused: no BigQuery export"
+    )
+    create.add_argument("--cloud-storage-bucket", metavar="BUCKET", help="refused: no Cloud Storage export")
     create.add_argument("--ack-deadline", type=int, metavar="SECONDS")
     create.add_argument("--message-filter", "--filter", dest="filter", help="a Pub/Sub filter on attributes")
     create.add_argument(
@@ -441,10 +456,11 @@ class _Context:
     def call(self, method: Callable[..., Any], request: object) -> Any:
         return method(request, timeout=self.args.timeout, metadata=self._metadata)
 
-    def name(self, value: str, collection: str) -> str:
+    def name(self, value: str, collection: str, project: str | None = None) -> str:
+        """`value` in full: as given when it is, else in `project` (default --project)."""
         if value.startswith("projects/"):
             return value
-        return f"projects/{self.project()}/{collection}/{value}"
+        return f"projects/{project or self.project()}/{collection}/{value}"
 
     def project(self) -> str:
         project = self.args.project or os.environ.get("PUBSUB_PROJECT_ID")
@@ -572,6 +588,12 @@ def _topics(ctx: _Context) -> int:
             settings.last_revision_id = a.last_revision_id or ""
         elif a.message_encoding or a.first_revision_id or a.last_revision_id:
             raise UsageError("--message-encoding and the revision ids need --schema")
+        if a.message_storage_policy_allowed_regions:
+            topic.message_storage_policy.allowed_persistence_regions.extend(
+                a.message_storage_policy_allowed_regions
+            )
+        if a.topic_encryption_key:
+            topic.kms_key_name = a.topic_encryption_key
         ctx.out.resource(ctx.call(ctx.publisher.CreateTopic, topic), created=True)
     return 0
 
@@ -627,7 +649,7 @@ def _subscriptions(ctx: _Context) -> int:
     else:
         sub = pb.Subscription(
             name=ctx.name(a.name, "subscriptions"),
-            topic=ctx.name(a.topic, "topics"),
+            topic=ctx.name(a.topic, "topics", a.topic_project),
             labels=_pairs(a.label, "--labels", commas=True),
             enable_message_ordering=a.ordering,
             enable_exactly_once_delivery=a.exactly_once,
@@ -639,6 +661,10 @@ def _subscriptions(ctx: _Context) -> int:
         config = _push_config(a, a.push_endpoint or "")
         if a.push_endpoint:
             sub.push_config.CopyFrom(config)
+        if a.bigquery_table:  # the gateway refuses these with its reason (docs/fields.md)
+            sub.bigquery_config.table = a.bigquery_table
+        if a.cloud_storage_bucket:
+            sub.cloud_storage_config.bucket = a.cloud_storage_bucket
         if a.message_retention_duration:
             sub.message_retention_duration.seconds = _seconds(
                 a.message_retention_duration, "--message-retention-duration"
@@ -654,7 +680,8 @@ def _subscriptions(ctx: _Context) -> int:
             if a.max_retry_delay:
                 sub.retry_policy.maximum_backoff.seconds = _seconds(a.max_retry_delay, "--max-retry-delay")
         if a.dead_letter_topic:
-            sub.dead_letter_policy.dead_letter_topic = ctx.name(a.dead_letter_topic, "topics")
+            dead = ctx.name(a.dead_letter_topic, "topics", a.dead_letter_topic_project)
+            sub.dead_letter_policy.dead_letter_topic = dead
             if a.max_delivery_attempts is not None:
                 sub.dead_letter_policy.max_delivery_attempts = a.max_delivery_attempts
         elif a.max_delivery_attempts is not None:

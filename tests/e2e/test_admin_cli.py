@@ -613,3 +613,68 @@ def test_topics_and_subscriptions_update_as_gclouds(
         assert done.returncode == 2 and "nothing to update" in done.stderr
     refused = cli(gw, "subscriptions", "update", subscription, "--ack-deadline", "5000")
     assert refused.returncode == 1 and "INVALID_ARGUMENT" in refused.stderr, refused.stderr
+
+
+def test_gcloud_flags_for_other_projects_and_for_what_the_gateway_refuses(
+    shared_gateway: GatewayProcess, names: Callable[[str], str]
+) -> None:
+    gw = shared_gateway
+    topic = names("topics")  # projects/test-project/topics/...
+    short = topic.rsplit("/", 1)[1]
+    made = as_json(
+        gw,
+        "topics",
+        "create",
+        topic,
+        "--message-storage-policy-allowed-regions",
+        "europe-west1,us-east1",
+        "--topic-encryption-key",
+        "k",
+    )
+    assert made["messageStoragePolicy"]["allowedPersistenceRegions"] == ["europe-west1", "us-east1"]
+    subscription = "projects/other-project/subscriptions/" + short
+    created = as_json(
+        gw,
+        "subscriptions",
+        "create",
+        subscription,
+        "--topic",
+        short,
+        "--topic-project",
+        "test-project",
+        "--dead-letter-topic",
+        short,
+        "--dead-letter-topic-project",
+        "test-project",
+    )
+    assert created["topic"] == topic and created["deadLetterPolicy"]["deadLetterTopic"] == topic
+    for flag, value in (("--bigquery-table", "p:d.t"), ("--cloud-storage-bucket", "b")):
+        done = cli(gw, "subscriptions", "create", names("subscriptions", flag), "--topic", topic, flag, value)
+        assert done.returncode == 1 and "UNIMPLEMENTED" in done.stderr, done.stderr
+    for command, name in (("snapshots", names("snapshots")), ("schemas", names("schemas"))):
+        if command == "snapshots":
+            ok(gw, "snapshots", "create", name, "--subscription", subscription)
+        else:
+            ok(gw, "schemas", "create", name, "--type", "avro", "--definition", AVRO)
+        bound = as_json(
+            gw,
+            command,
+            "add-iam-policy-binding",
+            name,
+            "--member",
+            "user:ana@example.com",
+            "--role",
+            "roles/pubsub.viewer",
+        )
+        assert bound["bindings"] == [{"role": "roles/pubsub.viewer", "members": ["user:ana@example.com"]}]
+        ok(
+            gw,
+            command,
+            "remove-iam-policy-binding",
+            name,
+            "--member",
+            "user:ana@example.com",
+            "--role",
+            "roles/pubsub.viewer",
+        )
+        assert not as_json(gw, command, "get-iam-policy", name).get("bindings")
