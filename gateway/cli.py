@@ -8,6 +8,7 @@ import sys
 
 from gateway import admin_cli, serving, workers
 from gateway import settings as settings_mod
+from gateway.errors import CannotListen
 from gateway.kafka import local
 from gateway.observe import logs
 
@@ -34,12 +35,21 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_mod.from_namespace(args)
     except settings_mod.SettingsError as exc:
         parser.error(str(exc))
-    if settings.workers > 1:  # this process supervises; each worker logs its own settings
-        logs.configure(settings.log_level, settings.log_format, sys.stderr, logs.SUPERVISOR)
-        return workers.supervise(settings)
-    logs.configure(settings.log_level, settings.log_format, sys.stderr)  # text, or JSON lines
-    logging.getLogger("gateway").info("settings: %s", settings.masked())
-    return serving.run(settings)
+    try:
+        if settings.workers > 1:  # this process supervises; each worker logs its own settings
+            logs.configure(settings.log_level, settings.log_format, sys.stderr, logs.SUPERVISOR)
+            return workers.supervise(settings)
+        logs.configure(settings.log_level, settings.log_format, sys.stderr)  # text, or JSON lines
+        logging.getLogger("gateway").info("settings: %s", settings.masked())
+        return serving.run(settings)
+    except CannotListen as exc:  # a port taken: one line, no traceback
+        print(
+            f"pubsub-gateway: cannot start: {exc} (another gateway, or `make run`, may be serving "
+            "there: stop it, or give --port another port, 0 for any free one)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_CANNOT_START
 
 
 def _version() -> str:

@@ -20,6 +20,11 @@ MAX_MESSAGE_BYTES = 1024
 ELLIPSIS = "\u2026"
 
 
+class CannotListen(OSError):
+    """A port or socket the gateway must listen on is taken or refused: `pubsub-gateway serve`
+    says so in one line and exits 1 (not a core error: no status of the API)."""
+
+
 def quote(value: object, limit: int = QUOTE_CHARS) -> str:
     """`value` as text for an error message: its first `limit` characters, and `…` with its
     length when it is longer (a 1 MB resource name must not come back whole)."""

@@ -28,6 +28,7 @@ from gateway.core.subscriptions import SubscriptionService
 from gateway.core.topic_schemas import SchemaMarks, TopicSchemas
 from gateway.core.topics import TopicService
 from gateway.core.truncation import TruncationService
+from gateway.errors import CannotListen
 from gateway.kafka.acls import GROUP_OPERATIONS
 from gateway.kafka.admin import Admin, check_connection
 from gateway.kafka.local import DEV, LocalKafka
@@ -264,7 +265,7 @@ class Gateway:
             else:
                 self.port = server.add_secure_port(address, tls.grpc_credentials())
             if self.port == 0:
-                raise OSError(f"cannot listen on {s.host}:{s.port}")
+                raise CannotListen(f"cannot listen on {s.host}:{s.port}")
         peers = GrpcPeers(
             peer_tokens,
             None if tls is None else tls.peer_credentials(s.tls_peer_ca_file or s.tls_client_ca_file),
@@ -404,7 +405,7 @@ class Gateway:
             else server.add_secure_port(address, tls.grpc_credentials())
         )
         if not port:
-            raise OSError(f"cannot listen on the unix socket {target}")
+            raise CannotListen(f"cannot listen on the unix socket {target}")
         pumps = Pumps(target)
         self._on_stop(pumps.close)  # pushed before server.stop: runs after it
         return pumps

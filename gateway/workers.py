@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 
 from gateway import serving
+from gateway.errors import CannotListen
 from gateway.kafka.local import DEV, LocalKafka
 from gateway.kafka.supervisor import BrokerSupervisor
 from gateway.observe import logs
@@ -69,7 +70,7 @@ def reserve_port(host: str, port: int) -> socket.socket:
     if port and _answers(family, str(address[0]), port):
         # Another process listening with SO_REUSEPORT (another `--workers` gateway of this
         # user) would let the bind pass and share its connections with us: refuse instead.
-        raise OSError(f"cannot listen on {host}:{port}: another process listens there")
+        raise CannotListen(f"cannot listen on {host}:{port}: another process listens there")
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -77,7 +78,7 @@ def reserve_port(host: str, port: int) -> socket.socket:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc}") from None
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc}") from None
     return sock
 
 

@@ -38,6 +38,7 @@ import ssl
 import time
 from collections.abc import Callable, Coroutine
 
+from gateway.errors import CannotListen
 from gateway.wire import client_hello
 from gateway.wire.pump import Pumps
 
@@ -164,7 +165,7 @@ class SharedPort:
                 port = sock.getsockname()[1]
         except OSError as exc:
             self._close_listeners()
-            raise OSError(f"cannot listen on {self._host}:{self._requested_port}: {exc}") from None
+            raise CannotListen(f"cannot listen on {self._host}:{self._requested_port}: {exc}") from None
         self.port = port
         return port
 
