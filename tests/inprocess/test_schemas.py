@@ -475,10 +475,13 @@ def test_concurrent_commits_through_two_gateways_are_all_kept_in_one_order(
         thread.join(120)
     assert not errors, errors
     assert len(set(results)) == 10
-    mine = [r.revision_id for r in client.list_schema_revisions(name=made.name)]
+    # A commit through one process reaches the other's store a log-read later: both lists are
+    # read again until each holds all eleven revisions, or the deadline passes.
     deadline = time.monotonic() + 10
+    mine: list[str] = []
     theirs: list[str] = []
-    while theirs != mine and time.monotonic() < deadline:
+    while not (len(mine) == len(theirs) == 11) and time.monotonic() < deadline:
+        mine = [r.revision_id for r in client.list_schema_revisions(name=made.name)]
         theirs = [r.revision_id for r in other.schema_client().list_schema_revisions(name=made.name)]
         time.sleep(0.1)
     assert mine == theirs and len(mine) == 11 and set(results) <= set(mine)
