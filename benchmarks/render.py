@@ -42,14 +42,21 @@ def _line(row: dict[str, Any]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+HEAD = (
+    "| case | msg/s | MB/s | x raw | gateway CPU % | machine % / others' % of a core | figures | "
+    "limit |\n|---|---:|---:|---:|---:|---:|---|---|"
+)
+
+
+def scenario_table(rows: list[dict[str, Any]]) -> str:
+    """One scenario's rows as a Markdown table (benchmarks/figures.py renders the docs' with it)."""
+    return "\n".join([HEAD, *(_line(r) for r in rows)])
+
+
 def markdown(data: dict[str, Any]) -> str:
-    head = (
-        "| case | msg/s | MB/s | x raw | gateway CPU % | machine % / others' % of a core | figures | "
-        "limit |\n|---|---:|---:|---:|---:|---:|---|---|"
-    )
     parts = []
     for name, rows in data["scenarios"].items():
-        parts += [f"### {name}", "", head, *(_line(r) for r in rows), ""]
+        parts += [f"### {name}", "", scenario_table(rows), ""]
     return "\n".join(parts)
 
 
