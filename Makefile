@@ -40,8 +40,9 @@ $(CONFORMANCE_STAMP): $(STAMP)
 	@rm -f $(VENV)/.installed-conformance-* && touch $@
 
 ## run: the gateway on an embedded local Kafka (data kept in .cache/kafka-data), gRPC on :8085
+KAFKA_DATA ?= .cache/kafka-data
 run: $(STAMP)
-	$(BIN)/pubsub-gateway serve --kafka-data-dir .cache/kafka-data
+	$(BIN)/pubsub-gateway serve --kafka-data-dir $(KAFKA_DATA)
 
 ## test: the whole suite, fastest feedback first: lint, unit, in-process, end-to-end, conformance, Spark.
 ## Each tier is one pytest run, in this order also under -j; the first that fails stops the rest.

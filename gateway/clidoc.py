@@ -70,7 +70,7 @@ def render() -> str:
                 "",
                 what[0].upper() + what[1:] + ".",
                 "",
-                "```",
+                "```text",
                 _usage(words, sub),
                 "```",
                 "",

@@ -30,6 +30,7 @@ from google.pubsub_v1.services.publisher.transports import PublisherGrpcTranspor
 from google.pubsub_v1.services.subscriber.transports import SubscriberGrpcTransport
 
 from tests.conftest import GatewayFactory
+from tests.doc_examples import example
 from tests.e2e.clients import clients, pull_until
 from tests.e2e.pki import Pki
 from tests.gateways import GatewayProcess, emulator_env
@@ -276,6 +277,32 @@ def test_tokens_verify_against_the_published_key_set(
     )
     with pytest.raises(jwt.InvalidSignatureError):
         jwt.decode(forged, key, algorithms=["RS256"], audience=audience)
+
+
+def test_the_verification_example_of_the_push_doc_accepts_a_real_push(
+    shared_gateway: GatewayProcess, names: Callable[..., str], endpoint: Endpoint
+) -> None:
+    """docs/push.md's PyJWT snippet, run on a request the gateway pushed, with the gateway's own
+    address in place of `http://gateway:8085`; it must accept the token and return its claims."""
+    email, audience = "pusher@my-project.iam.gserviceaccount.com", "https://my-endpoint.example/push"
+    pub, _, topic, _ = _make(
+        shared_gateway,
+        names,
+        {
+            "push_endpoint": endpoint.url(),
+            "oidc_token": {"service_account_email": email, "audience": audience},
+        },
+    )
+    _publish(pub, topic, [b"verified"])
+    assert endpoint.wait(lambda rs: len(rs) >= 1, 30)
+    code = example("docs/push.md", "push-verify-jwt").replace(
+        "http://gateway:8085", f"http://{shared_gateway.rest_address}"
+    )
+    assert _discovery(shared_gateway)["issuer"] == f"http://{shared_gateway.rest_address}"
+    namespace: dict[str, object] = {"request": endpoint.requests[0]}
+    exec(compile(code, "docs/push.md", "exec"), namespace)
+    claims = namespace["claims"]
+    assert isinstance(claims, dict) and claims["email"] == email and claims["aud"] == audience
 
 
 def test_no_wrapper_sends_raw_data_and_metadata_headers(

@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.doc_examples import example
+
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def docs_example() -> str:
-    """The first Python example of docs/testing.md, as it is printed there."""
-    text = (ROOT / "docs" / "testing.md").read_text()
-    return text.split("```python\n", 1)[1].split("```", 1)[0]
+    """The fixture's example in docs/testing.md, as it is printed there."""
+    return example("docs/testing.md", "testing-fixture")
 
 
 USER_TESTS = (
