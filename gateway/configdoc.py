@@ -81,13 +81,8 @@ than one request in flight per connection (a retried request could land out of o
 
 def shown(value: object) -> str:
     """A default as a table cell: as the flag would be given (`true`, `5`, `off`), or `unset`."""
-    if value is None or value == "" or value == {} or value == []:
-        return UNSET
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return f"`{value}`"
+    text = settings.shown_default(value)
+    return UNSET if text is None else f"`{text}`"
 
 
 def _cell(text: str) -> str:

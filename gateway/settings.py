@@ -915,9 +915,22 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
 def _help(option: Option) -> str:
     """A flag's help, naming its environment variable (and its default, unless it says it)."""
     text = option.help or ""
-    if "default" not in text and option.default not in (None, "", [], ()):
-        text = f"{text} (default {option.default})"
+    shown = shown_default(option.default)
+    if "default" not in text and shown is not None:
+        text = f"{text} (default {shown})"
     return f"{text} [{option.variable}]".strip().replace("%", "%%")
+
+
+def shown_default(default: object) -> str | None:
+    """A default as a user would type it (60, not 60.0; false, not False), or None when there is
+    none to show: unset, empty, or a repeatable flag, whose entries start empty."""
+    if default is dataclasses.MISSING or default in (None, "", [], (), {}):
+        return None
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    if isinstance(default, float) and default.is_integer():
+        return str(int(default))
+    return str(default)
 
 
 # Resolved together and first: `bootstrap.servers` may come from --kafka-config or the file.

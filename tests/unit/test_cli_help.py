@@ -29,6 +29,9 @@ def test_serve_help_gives_every_flag_its_meaning_variable_and_default(
         assert option.flag in out and f"[{option.variable}]" in out, option.flag
     assert "(default 4)" in out  # --default-partitions, said by its help
     assert "--log-level LOG_LEVEL DEBUG, INFO (the default)" in out
+    # defaults as a user types them; none for repeatable flags, whose entries start empty
+    assert "object at 0x" not in out and "MISSING" not in out
+    assert "(default 60)" in out and "(default 60.0)" not in out and "(default False)" not in out
 
 
 def test_kafka_help_names_its_own_command(capsys: pytest.CaptureFixture[str]) -> None:
