@@ -90,7 +90,9 @@ def _committed(path: Path) -> tuple[str, str]:
 
 
 def rate(value: float) -> str:
-    """A rate as people read it: 205527 -> 206k, 89306 -> 89.3k, 4700 -> 4,700."""
+    """A rate as people read it: 3447000 -> 3.4M, 205527 -> 206k, 89306 -> 89.3k, 4700 -> 4,700."""
+    if value >= 1_000_000:
+        return f"{value / 1e6:.1f}M"
     if value >= 100_000:
         return f"{value / 1000:,.0f}k"
     if value >= 10_000:
