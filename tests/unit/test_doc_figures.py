@@ -86,6 +86,20 @@ def test_the_check_command_passes_on_the_docs(capsys: pytest.CaptureFixture[str]
     assert figures.main(["--check"]) == 0, capsys.readouterr().out
 
 
+def test_the_check_command_exits_1_naming_each_stale_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "<!-- figures: push -->\nold\n<!-- /figures -->\n<!-- figures: idle -->\n<!-- /figures -->\n"
+    )
+    monkeypatch.setattr(figures, "docs", lambda: [doc])
+    assert figures.main(["--check"]) == 1
+    assert capsys.readouterr().out.splitlines() == [f"{doc}:1 (push): stale", f"{doc}:4 (idle): stale"]
+    assert figures.main([]) == 0
+    assert figures.main(["--check"]) == 0
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
