@@ -1,5 +1,5 @@
-"""Expiration policy: subscriptions idle for longer than their TTL are deleted, by exactly one
-gateway process.
+"""Expiration: subscriptions idle for longer than their TTL, and snapshots past their
+expire_time, are deleted by exactly one gateway process.
 
 The processes elect that one with Kafka itself: each joins the consumer group
 `<prefix>.janitor` on the single-partition resource topic, and the member that owns the
@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.clock import now_ms, to_ms
+from gateway.core import snapshots
 from gateway.core.resources import ResourceStore, StoredSubscription
 from gateway.errors import GatewayError
 from gateway.kafka import consumer as kafka_consumer
@@ -132,3 +133,10 @@ class Janitor(kafka_consumer.FetchListener):
                     await self._delete(res.name)
                 except GatewayError as exc:
                     log.warning("expiring %s failed: %s", res.name, exc)
+        for snap in list(self._store.all("snapshot")):
+            if snapshots.expired(snap, now):
+                log.info("%s: past its expire_time; deleting it", snap.name)
+                try:
+                    await self._store.delete("snapshot", snap.name)
+                except GatewayError as exc:
+                    log.warning("expiring %s failed: %s", snap.name, exc)

@@ -7,6 +7,11 @@ the new epoch is written to every log partition (from the snapshot, or at the of
 finds for a time), the partition owners adopt it, move their consumers and forget leases of the
 old epoch. Seeking to a time before what Kafka still retains cannot bring deleted records back:
 the subscription then starts at the oldest record Kafka has.
+
+As on Pub/Sub, a snapshot expires 7 days after the publish time of the oldest message it holds
+unacknowledged (7 days after its creation when it holds none); CreateSnapshot refuses one that
+would expire within the hour. An expired snapshot is gone: GetSnapshot, Seek and the lists no
+longer find it, and the expiration janitor (core/expiration.py) deletes its record.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from gateway.translate.meta import PartitionAcks, SnapshotMeta, SubscriptionMeta
 
 log = logging.getLogger(__name__)
 SNAPSHOT_LIFETIME_S = 7 * 24 * 3600
+SNAPSHOT_MIN_LIFETIME_S = 3600  # CreateSnapshot's FAILED_PRECONDITION below this, as on Pub/Sub
 # How long a Seek waits for the partitions' owners to adopt its new epoch (well past a dead
 # owner's group session, 20 s by default, after which the group no longer lists it), and how
 # often it looks: their log readers commit what they applied about every 0.25 s.
@@ -60,7 +66,10 @@ class SnapshotService:
 
     def get(self, name: str) -> StoredSnapshot:
         names.snapshot(name)
-        return self._store.require("snapshot", name)
+        found = self._store.require("snapshot", name)
+        if expired(found, now_ms()):
+            raise NotFound(f"Resource not found (resource={name}).")
+        return found
 
     def _subscription(self, name: str) -> StoredSubscription:
         names.subscription(name)
@@ -77,8 +86,16 @@ class SnapshotService:
         if sub.proto.topic == names.DELETED_TOPIC:
             raise FailedPrecondition(f"The topic of {subscription} was deleted.")
         acks = await self._capture(sub)
+        now = int(time.time())
+        oldest = await self._oldest_unacked_ms(sub, acks)
+        expires = now + SNAPSHOT_LIFETIME_S if oldest is None else oldest // 1000 + SNAPSHOT_LIFETIME_S
+        if expires - now < SNAPSHOT_MIN_LIFETIME_S:
+            raise FailedPrecondition(
+                f"The subscription's backlog is too old for a snapshot: its oldest unacknowledged "
+                f"message would make the snapshot expire in less than an hour ({subscription})."
+            )
         proto = pubsub_pb2.Snapshot(name=name, topic=sub.proto.topic, labels=labels)
-        proto.expire_time.FromSeconds(int(time.time()) + SNAPSHOT_LIFETIME_S)
+        proto.expire_time.FromSeconds(min(expires, now + SNAPSHOT_LIFETIME_S))
         res = Resource(name, proto, SnapshotMeta(sub.meta.kafka_topic, acks))
         self._store.check_size(res)
         stored = await self._store.create(res, quota)
@@ -99,6 +116,21 @@ class SnapshotService:
         captured = await asyncio.gather(*(asyncio.to_thread(read, p) for p in parts))
         return {str(p): acks for p, acks in zip(parts, captured, strict=True)}
 
+    async def _oldest_unacked_ms(self, sub: StoredSubscription, acks: dict[str, PartitionAcks]) -> int | None:
+        """The publish time of the oldest message the captured state holds unacknowledged, or
+        None when it holds none: each partition's first record at or after its watermark outside
+        its acked ranges."""
+
+        def first(p: str, state: PartitionAcks) -> int | None:
+            skip = [(int(a), int(b)) for a, b in state["acked"]]
+            return kafka_consumer.first_timestamp(
+                self._config, sub.meta.kafka_topic, int(p), int(state["w"]), skip
+            )
+
+        found = await asyncio.gather(*(asyncio.to_thread(first, p, a) for p, a in acks.items()))
+        times = [t for t in found if t is not None]
+        return min(times) if times else None
+
     async def update(self, snapshot: pubsub_pb2.Snapshot, mask: Sequence[str]) -> pubsub_pb2.Snapshot:
         def updated(res: StoredSnapshot) -> StoredSnapshot:
             proto = pubsub_pb2.Snapshot()
@@ -117,13 +149,25 @@ class SnapshotService:
         self, project: str, page_size: int, page_token: str
     ) -> tuple[list[pubsub_pb2.Snapshot], str]:
         names.project_name(project)
-        chunk, token = page(self._store.names("snapshot", project + "/snapshots/"), page_size, page_token)
+        now = now_ms()
+        live = [
+            n for n in self._store.names("snapshot", project + "/snapshots/") if not self._expired(n, now)
+        ]
+        chunk, token = page(live, page_size, page_token)
         found = (self._store.get("snapshot", n) for n in chunk)
         return [r.proto for r in found if r is not None], token
 
+    def _expired(self, name: str, now: int) -> bool:
+        found = self._store.get("snapshot", name)
+        return found is None or expired(found, now)
+
     def for_topic(self, topic: str, page_size: int, page_token: str) -> tuple[list[str], str]:
         return page(
-            sorted(r.name for r in self._store.all("snapshot") if r.proto.topic == topic),
+            sorted(
+                r.name
+                for r in self._store.all("snapshot")
+                if r.proto.topic == topic and not expired(r, now_ms())
+            ),
             page_size,
             page_token,
         )
@@ -232,3 +276,10 @@ def check_seek_target(request: pubsub_pb2.SeekRequest) -> None:
 
 def _no_key(_: object) -> None:
     """Snapshots record acks only; ordering keys play no part."""
+
+
+def expired(snapshot: StoredSnapshot, now: int) -> bool:
+    """Whether the snapshot's expire_time has passed (it is then gone, whether or not the
+    janitor has deleted its record yet)."""
+    proto = snapshot.proto
+    return proto.HasField("expire_time") and proto.expire_time.ToMilliseconds() <= now

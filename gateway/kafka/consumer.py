@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal, Protocol
 
 import confluent_kafka
@@ -166,6 +166,44 @@ def read_to_end(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic}[{partition}] to offset {high} took over {timeout} s")
         return out
+    finally:
+        consumer.close()
+
+
+def first_timestamp(
+    base: Config,
+    topic: str,
+    partition: int,
+    start: int,
+    skip: Sequence[tuple[int, int]] = (),
+    timeout: float = 30.0,
+) -> int | None:
+    """Blocking: the timestamp (ms) of the first record at or after `start` whose offset is in
+    none of the half-open ranges `skip`, or None when the partition holds none."""
+    consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
+    try:
+        low, high = _watermarks(consumer, TopicPartition(topic, partition), timeout)
+        position = max(low, start)
+        skipped = sorted(skip)
+        if position >= high:
+            return None
+        consumer.assign([TopicPartition(topic, partition, position)])
+        deadline = time.monotonic() + timeout
+        while position < high:
+            for msg in consumer.consume(max(1, min(BATCH, high - position)), timeout=POLL_SECONDS):
+                refused = _refusal(msg, f"reading Kafka topic {topic}", Need("READ", TOPIC, topic))
+                if refused is not None:
+                    raise refused
+                offset = msg.offset() or 0
+                if not _is_real(msg) or offset >= high:
+                    continue
+                if not any(s <= offset < e for s, e in skipped):
+                    return int(msg.timestamp()[1])
+                position = offset + 1
+            position = max(position, consumer.position([TopicPartition(topic, partition)])[0].offset)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}[{partition}] to offset {high} took over {timeout} s")
+        return None
     finally:
         consumer.close()
 
