@@ -218,12 +218,27 @@ class SchemaService:
         log.info("created schema %s (%s, revision %s)", name, kind.name, first)
         return _view(rev, FULL, FULL)
 
-    async def commit(self, name: str, schema: schema_pb2.Schema) -> schema_pb2.Schema:
+    async def commit(
+        self, name: str, schema: schema_pb2.Schema, *, unless_latest: bool = False
+    ) -> schema_pb2.Schema:
+        """CommitSchema. `unless_latest`: when the latest revision has the definition already,
+        that revision, and nothing committed (decided on each attempt, so processes committing
+        one definition at once make one revision of it: the bootstrap file's)."""
         target = schema_name(name)
         kind = SchemaType.of(schema.type)
         _check_type(self.schema(target), kind)
         compiled = await self.compiled(kind, schema.definition)
-        return _view(await self._add_revision(target, kind, schema.definition, compiled), FULL, FULL)
+        rev = await self._add_revision(target, kind, schema.definition, compiled, unless_latest=unless_latest)
+        return _view(rev, FULL, FULL)
+
+    async def check_commit(self, name: str, schema: schema_pb2.Schema) -> None:
+        """Every check CommitSchema makes before it writes, against the schema as it is now."""
+        target = schema_name(name)
+        kind = SchemaType.of(schema.type)
+        head = self.schema(target)
+        _check_type(head, kind)
+        _check_room(head)
+        await self._check_follows(self.revision(head, None), await self.compiled(kind, schema.definition))
 
     async def rollback(self, name: str, revision_id: str) -> schema_pb2.Schema:
         """A copy of `revision_id` as the new latest revision, not checked for compatibility:
@@ -237,7 +252,13 @@ class SchemaService:
         return _view(await self._add_revision(target, kind, source.proto.definition), FULL, FULL)
 
     async def _add_revision(
-        self, name: SchemaName, kind: SchemaType, definition: str, checked: CompiledSchema | None = None
+        self,
+        name: SchemaName,
+        kind: SchemaType,
+        definition: str,
+        checked: CompiledSchema | None = None,
+        *,
+        unless_latest: bool = False,
     ) -> StoredSchemaRevision:
         """A new latest revision: its record, then the schema's record listing it (compare-and-set,
         tried again when another change of the schema came first). `checked`, the definition
@@ -246,11 +267,9 @@ class SchemaService:
         for _ in range(ATTEMPTS):
             head = self.schema(name)
             _check_type(head, kind)
-            if len(head.meta.revisions) >= MAX_REVISIONS_PER_SCHEMA:
-                raise ResourceExhausted(
-                    f"The schema {name} has {len(head.meta.revisions)} revisions, the most a schema "
-                    f"may have ({MAX_REVISIONS_PER_SCHEMA}): delete a revision before committing another."
-                )
+            if unless_latest and (latest := self.revision(head, None)).proto.definition == definition:
+                return latest
+            _check_room(head)
             if checked is not None:
                 await self._check_follows(self.revision(head, None), checked)
             seq = head.meta.commits + 1
@@ -345,6 +364,14 @@ class SchemaService:
                 with contextlib.suppress(NotFound):  # the topic went meanwhile
                     await self._store.change(topic, marked)
         log.info("deleted schema %s (%d revisions)", target, len(head.meta.revisions))
+
+
+def _check_room(head: StoredSchema) -> None:
+    if len(head.meta.revisions) >= MAX_REVISIONS_PER_SCHEMA:
+        raise ResourceExhausted(
+            f"The schema {head.name} has {len(head.meta.revisions)} revisions, the most a schema "
+            f"may have ({MAX_REVISIONS_PER_SCHEMA}): delete a revision before committing another."
+        )
 
 
 def _check_type(head: StoredSchema, kind: SchemaType) -> None:

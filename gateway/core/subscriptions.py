@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import uuid
 from collections.abc import Coroutine, Sequence
@@ -20,7 +21,7 @@ from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import now_ms
 from gateway.core import masks
 from gateway.core.paging import page
-from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredSubscription
+from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredSubscription, StoredTopic
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
@@ -179,23 +180,8 @@ class SubscriptionService:
         """Create the subscription `request` describes. The early API (gateway/legacy) passes
         the settings v1 has no field for (its query, push endpoint and truncation policy),
         stored in the same record as the rest."""
-        name = names.subscription(request.name)
-        names.topic(request.topic)
-        unsupported.check_subscription(request)
-        check_push_only(request.push_config)
-        sub = pubsub_pb2.Subscription()
-        sub.CopyFrom(request)
-        unsupported.scrub_subscription(sub)
-        fill_push_version(sub.push_config)
-        validate(
-            sub,
-            self._settings.min_expiration_ttl_seconds,
-            destinations=self._settings.push_destinations,
-            filter_max_bytes=_filter_limit(legacy_query),
-        )
-        limits.check_labels(sub.labels)
-        if not sub.HasField("expiration_policy"):
-            sub.expiration_policy.ttl.seconds = 31 * DAY
+        sub = self.prepare(request, legacy_query=legacy_query)
+        name = names.subscription(sub.name)
         if self._store.get("subscription", name) is not None:
             raise AlreadyExists(f"Subscription already exists: {name}")
         quota = self.quota(name.split("/")[1])
@@ -206,24 +192,12 @@ class SubscriptionService:
         dead_letter = sub.dead_letter_policy.dead_letter_topic
         if dead_letter and self._store.get("topic", dead_letter) is None:
             raise NotFound(f"Dead letter topic not found (resource={dead_letter})")
+        self.check_source(sub, topic)
         sub.state = pubsub_pb2.Subscription.State.ACTIVE
         if topic.proto.HasField("message_retention_duration"):
             sub.topic_message_retention_duration.CopyFrom(topic.proto.message_retention_duration)
         uid = uuid.uuid4().hex[:8]
         kafka_topic, partitions = topic.meta.kafka_topic, topic.meta.partitions
-        if names.reserved_kafka_topic(kafka_topic, self._settings.internal_prefix):
-            # Only a topic stored by an older gateway, which let the label name any topic.
-            raise FailedPrecondition(
-                f"The topic {sub.topic} reads the Kafka topic {kafka_topic}, which belongs to "
-                "Kafka or to the gateway: no subscription may read it."
-            )
-        most = self._settings.max_partitions_per_topic
-        if partitions > most:  # stored before the limit was lowered
-            raise FailedPrecondition(
-                f"The topic {sub.topic} has {partitions} partitions, and a subscription's lease/ack "
-                f"log would get as many; this gateway allows at most {most} "
-                "(--max-partitions-per-topic)."
-            )
         meta = SubscriptionMeta(
             uid=uid,
             kafka_topic=kafka_topic,
@@ -273,6 +247,47 @@ class SubscriptionService:
         log.info("created subscription %s on %s", name, sub.topic)
         return stored.proto
 
+    def prepare(self, request: pubsub_pb2.Subscription, *, legacy_query: str = "") -> pubsub_pb2.Subscription:
+        """The subscription CreateSubscription would store of `request` (its defaults filled in),
+        once every check of the request itself has passed. What depends on the other resources
+        stored (the name free, the quota, the topics named: `check_source`) is left to `create`,
+        and to the bootstrap file's check (gateway/bootstrap), which knows what the file makes."""
+        names.subscription(request.name)
+        names.topic(request.topic)
+        unsupported.check_subscription(request)
+        check_push_only(request.push_config)
+        sub = pubsub_pb2.Subscription()
+        sub.CopyFrom(request)
+        unsupported.scrub_subscription(sub)
+        fill_push_version(sub.push_config)
+        validate(
+            sub,
+            self._settings.min_expiration_ttl_seconds,
+            destinations=self._settings.push_destinations,
+            filter_max_bytes=_filter_limit(legacy_query),
+        )
+        limits.check_labels(sub.labels)
+        if not sub.HasField("expiration_policy"):
+            sub.expiration_policy.ttl.seconds = 31 * DAY
+        return sub
+
+    def check_source(self, sub: pubsub_pb2.Subscription, topic: StoredTopic) -> None:
+        """Refuse a subscription that `topic`, as stored, cannot feed."""
+        kafka_topic, partitions = topic.meta.kafka_topic, topic.meta.partitions
+        if names.reserved_kafka_topic(kafka_topic, self._settings.internal_prefix):
+            # Only a topic stored by an older gateway, which let the label name any topic.
+            raise FailedPrecondition(
+                f"The topic {sub.topic} reads the Kafka topic {kafka_topic}, which belongs to "
+                "Kafka or to the gateway: no subscription may read it."
+            )
+        most = self._settings.max_partitions_per_topic
+        if partitions > most:  # stored before the limit was lowered
+            raise FailedPrecondition(
+                f"The topic {sub.topic} has {partitions} partitions, and a subscription's lease/ack "
+                f"log would get as many; this gateway allows at most {most} "
+                "(--max-partitions-per-topic)."
+            )
+
     def quota(self, project: str) -> Quota:
         return Quota.per_project(
             "subscriptions",
@@ -310,21 +325,25 @@ class SubscriptionService:
     async def update(self, request: pubsub_pb2.Subscription, mask: Sequence[str]) -> pubsub_pb2.Subscription:
         """The masked fields over the stored version, by compare-and-set: a concurrent Seek's
         epoch or a truncation count written meanwhile is kept (ResourceStore.change)."""
-
-        def updated(res: StoredSubscription) -> StoredSubscription:
-            proto = pubsub_pb2.Subscription()
-            proto.CopyFrom(res.proto)
-            fields = masks.apply(request, proto, mask, UPDATABLE)
-            unsupported.check_subscription(proto, fields)
-            if "push_config" in fields:
-                check_push_only(proto.push_config)
-                fill_push_version(proto.push_config, res.proto.push_config)
-            self._validate(proto, res)
-            if "labels" in fields:
-                limits.check_labels(proto.labels)
-            return dataclasses.replace(res, proto=proto)
-
+        updated = functools.partial(self.checked_update, request, mask)
         return (await self._store.change(self.get(request.name), updated)).proto
+
+    def checked_update(
+        self, request: pubsub_pb2.Subscription, mask: Sequence[str], res: StoredSubscription
+    ) -> StoredSubscription:
+        """`res` with the masked fields of `request` over it, once every check
+        UpdateSubscription makes has passed (nothing is written: `update` stores it)."""
+        proto = pubsub_pb2.Subscription()
+        proto.CopyFrom(res.proto)
+        fields = masks.apply(request, proto, mask, UPDATABLE)
+        unsupported.check_subscription(proto, fields)
+        if "push_config" in fields:
+            check_push_only(proto.push_config)
+            fill_push_version(proto.push_config, res.proto.push_config)
+        self._validate(proto, res)
+        if "labels" in fields:
+            limits.check_labels(proto.labels)
+        return dataclasses.replace(res, proto=proto)
 
     def list_page(
         self, project: str, page_size: int, page_token: str

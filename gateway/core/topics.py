@@ -16,6 +16,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import to_ms, within
@@ -75,6 +76,16 @@ UPDATABLE = {
 }
 
 
+class NewTopic(NamedTuple):
+    """What CreateTopic makes of a request that passed its own checks (`TopicService.check_new`)."""
+
+    name: names.TopicName
+    kafka: names.KafkaTopic
+    partitions: int
+    adopted: bool
+    retention: dict[str, str]  # Kafka's retention.ms, when the request sets a retention
+
+
 class TopicService:
     def __init__(
         self,
@@ -102,16 +113,16 @@ class TopicService:
             raise NotFound(f"Topic not found (resource={name})")
         return res
 
-    async def create(self, topic: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
+    async def check_new(self, topic: pubsub_pb2.Topic) -> NewTopic:
+        """Every check CreateTopic makes of the request itself before it writes anything: its
+        name, settings never acted on, labels, retention and partitions, and an adopted Kafka
+        topic's name and existence. What depends on the other resources stored (the name free,
+        the project's quota, the schema named) is left to `create`, and to the bootstrap file's
+        check (gateway/bootstrap), which knows what the file makes besides."""
         name = names.topic(topic.name)
         unsupported.check_topic(topic)
         limits.check_labels(topic.labels, OWN_LABELS)
-        if self._store.get("topic", name) is not None:
-            raise AlreadyExists(f"Topic already exists: {name}")
-        quota = self.quota(name.split("/")[1])
-        self._store.check_quota("topic", quota)
         retention = _retention(topic)
-        first, last = self._schema_bounds(topic)
         partitions = self._partitions(topic.labels)
         adopted = ADOPT_LABEL in topic.labels
         if adopted:
@@ -125,6 +136,15 @@ class TopicService:
         else:
             kafka = names.kafka_topic_for(name)
             self._refuse_reserved(kafka, "the topic's name")
+        return NewTopic(name, kafka, partitions, adopted, retention)
+
+    async def create(self, topic: pubsub_pb2.Topic) -> pubsub_pb2.Topic:
+        name, kafka, partitions, adopted, retention = await self.check_new(topic)
+        if self._store.get("topic", name) is not None:
+            raise AlreadyExists(f"Topic already exists: {name}")
+        quota = self.quota(name.split("/")[1])
+        self._store.check_quota("topic", quota)
+        first, last = self.check_schema(topic)
         proto = pubsub_pb2.Topic()
         proto.CopyFrom(topic)
         unsupported.scrub_topic(proto)
@@ -259,7 +279,7 @@ class TopicService:
                 f"{ADOPT_LABEL}: {kafka}, or delete it from Kafka first"
             )
 
-    def _schema_bounds(self, topic: pubsub_pb2.Topic) -> tuple[int, int]:
+    def check_schema(self, topic: pubsub_pb2.Topic) -> tuple[int, int]:
         """A topic's schema_settings checked (core/topic_schemas.py); its revision bounds. Settings
         with every field empty are no schema."""
         if topic.schema_settings == pubsub_pb2.SchemaSettings():
@@ -278,26 +298,28 @@ class TopicService:
             )
         return int(raw)
 
+    def checked_update(self, topic: pubsub_pb2.Topic, mask: Sequence[str], res: StoredTopic) -> StoredTopic:
+        """`res` with the masked fields of `topic` over it, once every check UpdateTopic makes
+        has passed (nothing is written: `update` stores it)."""
+        proto = pubsub_pb2.Topic()
+        proto.CopyFrom(res.proto)
+        fields = masks.apply(topic, proto, mask, UPDATABLE)
+        unsupported.check_topic(proto, fields)
+        if "labels" in fields:
+            limits.check_labels(proto.labels, OWN_LABELS)
+        for label in (ADOPT_LABEL, PARTITIONS_LABEL):
+            if proto.labels.get(label) != res.proto.labels.get(label):
+                raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
+        meta = res.meta
+        if "schema_settings" in fields:
+            first, last = self.check_schema(proto)
+            meta = dataclasses.replace(meta, schema_first_seq=first, schema_last_seq=last)
+        return dataclasses.replace(res, proto=proto, meta=meta)
+
     async def update(self, topic: pubsub_pb2.Topic, mask: Sequence[str]) -> pubsub_pb2.Topic:
         """The masked fields over the stored version, by compare-and-set: what changed meanwhile
         (an IAM policy, a schema's deletion marking the topic) is kept (ResourceStore.change)."""
-
-        def updated(res: StoredTopic) -> StoredTopic:
-            proto = pubsub_pb2.Topic()
-            proto.CopyFrom(res.proto)
-            fields = masks.apply(topic, proto, mask, UPDATABLE)
-            unsupported.check_topic(proto, fields)
-            if "labels" in fields:
-                limits.check_labels(proto.labels, OWN_LABELS)
-            for label in (ADOPT_LABEL, PARTITIONS_LABEL):
-                if proto.labels.get(label) != res.proto.labels.get(label):
-                    raise InvalidArgument(f"The label {label} cannot change after the topic is created.")
-            meta = res.meta
-            if "schema_settings" in fields:
-                first, last = self._schema_bounds(proto)
-                meta = dataclasses.replace(meta, schema_first_seq=first, schema_last_seq=last)
-            return dataclasses.replace(res, proto=proto, meta=meta)
-
+        updated = functools.partial(self.checked_update, topic, mask)
         res = self.get(topic.name)
         checked = updated(res)  # refused before anything changes
         if "message_retention_duration" in masks.touched(mask):
