@@ -59,6 +59,8 @@ class _Declared:
     convert: Callable[[Any], Any] | None = None
     # A repeatable flag: how its variable splits into entries.
     split_env: Callable[[str], list[str]] | None = None
+    # A repeatable flag: its entries from other variables than its own (before its own's).
+    other_env: Callable[[Mapping[str, str]], list[str]] | None = None
 
 
 _DECLARED = "pubsub_gateway.setting"  # the key of a _Declared in a field's metadata
@@ -82,12 +84,14 @@ def repeatable_setting(
     metavar: str,
     split_env: Callable[[str], list[str]],
     convert: Callable[[list[str]], Any] = list,
-) -> dict[str, str]:
-    """A field of Settings given by a flag repeated once per entry, empty by default. `convert`
-    makes the field's value of the entries (kafka_config's stay a list until from_namespace
-    merges them with its file)."""
-    declared = _Declared(help, metavar, convert=convert, split_env=split_env)
-    return dataclasses.field(default_factory=dict, metadata={_DECLARED: declared})
+    empty: Callable[[], Any] = dict,
+    other_env: Callable[[Mapping[str, str]], list[str]] | None = None,
+) -> Any:
+    """A field of Settings given by a flag repeated once per entry, `empty()` by default.
+    `convert` makes the field's value of the entries (kafka_config's stay a list until
+    from_namespace merges them with its file); `other_env` finds entries in other variables."""
+    declared = _Declared(help, metavar, convert=convert, split_env=split_env, other_env=other_env)
+    return dataclasses.field(default_factory=empty, metadata={_DECLARED: declared})
 
 
 def _rest_port(value: object) -> int | None:
@@ -182,6 +186,21 @@ def split_env_kafka_config(raw: str) -> list[str]:
     return [item for item in raw.split(",") if item.strip()]
 
 
+def split_env_bootstrap(raw: str) -> list[str]:
+    """The entries of PUBSUB_GATEWAY_BOOTSTRAP: one project's each, separated by `;` or newlines."""
+    return [item.strip() for item in re.split(r"[;\n]", raw) if item.strip()]
+
+
+_COMMUNITY_VARIABLE = re.compile(r"PUBSUB_PROJECT([1-9][0-9]*)")
+
+
+def community_bootstrap(env: Mapping[str, str]) -> list[str]:
+    """PUBSUB_PROJECT1, PUBSUB_PROJECT2, ...: the short form as community Pub/Sub emulator
+    images read it (one project each), in the order of their numbers; a gap stops nothing."""
+    found = [(int(m.group(1)), value) for k, value in env.items() if (m := _COMMUNITY_VARIABLE.fullmatch(k))]
+    return [value.strip() for _, value in sorted(found) if value.strip()]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     host: str = setting("127.0.0.1", "address to listen on (default 127.0.0.1)")
@@ -259,6 +278,25 @@ class Settings:
     )
     max_schemas_per_project: int = setting(
         10_000, "schemas per project; more answer RESOURCE_EXHAUSTED (default 10,000, as Google's)"
+    )
+    # Resources declared at start, created or updated before the gateway is ready (docs/bootstrap.md).
+    bootstrap_file: Path | None = setting(
+        None,
+        "YAML (or JSON) file of projects, schemas, topics and subscriptions, in the API's own field "
+        "names, applied at start before the gateway is ready: created, or updated to match; deleted "
+        "only where an entry says `delete: true`; a bad entry stops the start naming its line",
+        metavar="FILE",
+    )
+    bootstrap: tuple[str, ...] = repeatable_setting(
+        "topics and pull subscriptions to create at start, one project each (repeatable): "
+        "PROJECT,TOPIC[:SUBSCRIPTION...][,TOPIC...]; the variable separates projects by ; or "
+        "newlines, and PUBSUB_PROJECT1, PUBSUB_PROJECT2, ... are read too, as community emulator "
+        "images read them",
+        metavar="PROJECT,TOPIC:SUB",
+        split_env=split_env_bootstrap,
+        convert=tuple,
+        empty=tuple,
+        other_env=community_bootstrap,
     )
     replication_factor: int = setting(
         -1, "replication factor of the Kafka topics the gateway makes (default -1: the broker's default)"
@@ -833,6 +871,8 @@ class Option:
     convert: Callable[[Any], Any]
     # A repeatable flag: how its variable splits into entries.
     split_env: Callable[[str], list[str]] | None
+    # A repeatable flag: its entries from other variables than its own.
+    other_env: Callable[[Mapping[str, str]], list[str]] | None = None
 
 
 def _plain(kind: Callable[[Any], T]) -> Callable[[Any], T]:
@@ -882,6 +922,7 @@ def options_of(settings_class: type[Any]) -> tuple[Option, ...]:
                 type=arg_type,
                 convert=convert,
                 split_env=declared.split_env,
+                other_env=declared.other_env,
             )
         )
     return tuple(options)
@@ -896,7 +937,8 @@ def add_arguments(parser: argparse.ArgumentParser, env: Mapping[str, str] | None
     for option in OPTIONS:
         value = env.get(option.variable)
         if option.split_env is not None:
-            entries = option.split_env(value or "")
+            entries = option.other_env(env) if option.other_env is not None else []
+            entries += option.split_env(value or "")
             parser.add_argument(
                 option.flag, action="append", default=entries, metavar=option.metavar, help=_help(option)
             )

@@ -42,6 +42,8 @@ FLAGS: list[tuple[str, str, str, object]] = [
     ("--max-subscriptions-per-project", "PUBSUB_GATEWAY_MAX_SUBSCRIPTIONS_PER_PROJECT", "200", 200),
     ("--max-snapshots-per-project", "PUBSUB_GATEWAY_MAX_SNAPSHOTS_PER_PROJECT", "50", 50),
     ("--max-schemas-per-project", "PUBSUB_GATEWAY_MAX_SCHEMAS_PER_PROJECT", "60", 60),
+    ("--bootstrap-file", "PUBSUB_GATEWAY_BOOTSTRAP_FILE", "/etc/gw/boot.yaml", Path("/etc/gw/boot.yaml")),
+    ("--bootstrap", "PUBSUB_GATEWAY_BOOTSTRAP", "shop,orders:worker", ("shop,orders:worker",)),
     ("--replication-factor", "PUBSUB_GATEWAY_REPLICATION_FACTOR", "3", 3),
     ("--pull-max-wait-seconds", "PUBSUB_GATEWAY_PULL_MAX_WAIT_SECONDS", "2.5", 2.5),
     ("--session-timeout-ms", "PUBSUB_GATEWAY_SESSION_TIMEOUT_MS", "30000", 30_000),
@@ -112,12 +114,14 @@ METAVARS = {
             "--tls-peer-ca-file",
             "--auth-token-file",
             "--iam-policy-file",
+            "--bootstrap-file",
         ],
         "FILE",
     ),
+    "--bootstrap": "PROJECT,TOPIC:SUB",
     "--auth-oidc": "ISSUER=AUDIENCE",
 }
-REPEATABLE = ("--kafka-config", "--auth-oidc")
+REPEATABLE = ("--kafka-config", "--bootstrap", "--auth-oidc")
 
 # The settings a flag is valid only with (validation refuses it alone): field -> (text, value).
 _TLS = {"tls_cert_file": ("/c.pem", Path("/c.pem")), "tls_key_file": ("/k.pem", Path("/k.pem"))}
