@@ -46,6 +46,10 @@ status 2 and a message naming the flag. Once they pass, the gateway logs them at
 (`settings: {{...}}`), Kafka options whose key holds {_words(settings._SECRET_WORDS)} shown
 as `***`.
 
+Topics, subscriptions and schemas that must exist before clients come (a dev stack's) are
+declared with `--bootstrap-file` (YAML in the API's own field names) or `--bootstrap`'s short
+form, and applied by every gateway process before it is ready: [bootstrap.md](bootstrap.md).
+
 Switches ({_words(_SWITCHES, "and")}) take {_words(SWITCH_WORDS[True])}, and
 {_words(SWITCH_WORDS[False])}. Durations are seconds unless the name says otherwise.
 `make run` is `pubsub-gateway serve --kafka-data-dir .cache/kafka-data`: every default below,

@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 from google.iam.v1 import policy_pb2
 
+from gateway import bootstrap
 from gateway.core.access import AccessService
 from gateway.core.delivery import DeliveryService
 from gateway.core.expiration import Janitor
@@ -168,6 +169,8 @@ class Gateway:
         stack = self._stack
         raise_file_limit(files_needed(s))
         tls = await self._tls()  # first: a certificate that cannot be used ends the start at once
+        # ... and so does a bad bootstrap file, as far as reading it can tell (docs/bootstrap.md).
+        declared = await asyncio.to_thread(bootstrap.load, s.bootstrap_file, s.bootstrap)
         if not s.kafka_bootstrap:
             kafka = LocalKafka(
                 data_dir=s.kafka_data_dir, port=s.kafka_port, heap_mb=s.kafka_heap_mb, profile=DEV
@@ -220,6 +223,9 @@ class Gateway:
         self._on_stop(janitor.stop)
         self.store, self.topics, self.subscriptions = store, topics, subs
         self.delivery, self.snapshots, self.schemas = delivery, snapshots, schemas
+        if len(declared):  # before the ports listen: nobody sees the resources half made
+            outcome = await bootstrap.Bootstrap(store, topics, subs, schemas).apply(declared)
+            log.info("bootstrap: %d resources declared: %s", len(declared), outcome)
         push = self.push = PushManager(
             s,
             store,
