@@ -8,7 +8,7 @@ import sys
 
 from gateway import admin_cli, serving, workers
 from gateway import settings as settings_mod
-from gateway.errors import CannotListen
+from gateway.errors import CannotListen, GatewayError
 from gateway.kafka import local
 from gateway.observe import logs
 
@@ -38,10 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if settings.workers > 1:  # this process supervises; each worker logs its own settings
             logs.configure(settings.log_level, settings.log_format, sys.stderr, logs.SUPERVISOR)
+            _read_bootstrap(settings)  # once here: a bad file is said once, not by every worker
             return workers.supervise(settings)
         logs.configure(settings.log_level, settings.log_format, sys.stderr)  # text, or JSON lines
         logging.getLogger("gateway").info("settings: %s", settings.masked())
         return serving.run(settings)
+    except GatewayError as exc:  # as serving.run says it: one line, no traceback
+        print(f"pubsub-gateway: cannot start: {exc.message}", file=sys.stderr, flush=True)
+        return EXIT_CANNOT_START
     except CannotListen as exc:  # a port taken: one line, no traceback
         print(
             f"pubsub-gateway: cannot start: {exc} (another gateway, or `make run`, may be serving "
@@ -50,6 +54,13 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         return EXIT_CANNOT_START
+
+
+def _read_bootstrap(settings: settings_mod.Settings) -> None:
+    """What --bootstrap-file and --bootstrap declare, read (BootstrapError when it cannot be)."""
+    from gateway import bootstrap  # not for the admin commands: it imports the core
+
+    bootstrap.load(settings.bootstrap_file, settings.bootstrap)
 
 
 def _version() -> str:
