@@ -100,8 +100,11 @@ def test_the_export_image_asks_spark_for_the_connector_of_its_version() -> None:
     package = _connector_package()
     assert package.startswith("org.apache.spark:spark-sql-kafka-0-10_2.13:")
     entrypoint = json.loads(values(stages()[1], "ENTRYPOINT")[0])
-    assert entrypoint[0] == "spark-submit"
-    assert entrypoint[entrypoint.index("--packages") + 1] == package
+    assert entrypoint == ["/opt/export-job.sh"]  # spark-submit with the jars fetched at build
+    fetched = " ".join(values(stages()[1], "RUN"))
+    assert f"--packages {package} " in fetched
+    script = (DOCKER / "export-job.sh").read_text()
+    assert "exec spark-submit" in script and "--jars" in script
 
 
 def test_the_build_context_sends_only_the_sources() -> None:
@@ -118,7 +121,8 @@ def compose() -> dict[str, Any]:
 def test_compose_runs_kraft_kafka_from_apache_kafka_and_the_gateway_on_it() -> None:
     services = compose()["services"]
     kafka, gateway, export = services["kafka"], services["gateway"], services["spark-export"]
-    assert kafka["image"] == f"apache/kafka:${{KAFKA_VERSION:-{KAFKA_VERSION}}}"
+    # apache/kafka unless KAFKA_IMAGE names another (docker/README.md, "Without Docker Hub")
+    assert kafka["image"] == f"${{KAFKA_IMAGE:-apache/kafka:${{KAFKA_VERSION:-{KAFKA_VERSION}}}}}"
     env = kafka["environment"]
     assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
     assert "ZOOKEEPER" not in " ".join(env)
@@ -137,7 +141,13 @@ def test_compose_runs_kraft_kafka_from_apache_kafka_and_the_gateway_on_it() -> N
 
     assert gateway["environment"]["PUBSUB_GATEWAY_KAFKA_BOOTSTRAP"] == "kafka:9092"
     assert gateway["depends_on"]["kafka"]["condition"] == "service_healthy"
-    assert gateway["build"] == {"context": "..", "dockerfile": "docker/Dockerfile", "target": "gateway"}
+    assert gateway["build"] == {
+        "context": "..",
+        "dockerfile": "docker/Dockerfile",
+        "target": "gateway",
+        "args": {"PYTHON_IMAGE": "${PYTHON_IMAGE:-python:3.11-slim-bookworm}"},
+        "network": "${BUILD_NETWORK:-default}",
+    }
     assert all(port.startswith("127.0.0.1:") for s in services.values() for port in s.get("ports", []))
     assert export["profiles"] == ["spark"] and export["build"]["target"] == "spark-export"
     assert "kafka:9092" in export["command"]
