@@ -14,7 +14,7 @@ SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 # The conformance extra: the client version whose system tests run, and their imports.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster docker-check clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster docker-check test-containers test-bench clean
 
 COMPOSE_PLUGIN := .cache/docker/cli-plugins/docker-compose
 
@@ -122,6 +122,27 @@ $(COMPOSE_PLUGIN):
 		| $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["Dir"])') && \
 	mkdir -p $(dir $@) && (cd "$$dir" && go build -o $(CURDIR)/$@ ./cmd)
 
+# BuildKit's CLI plugin, which `docker build` of the Dockerfile (RUN --mount) and compose need;
+# Debian's docker.io has no buildx. Built from the Go module proxy (~2 min), with its version set
+# (compose refuses a buildx that reports none).
+BUILDX_VERSION ?= v0.19.3
+BUILDX_PLUGIN := .cache/docker/cli-plugins/docker-buildx
+$(BUILDX_PLUGIN):
+	GOBIN=$(CURDIR)/.cache/docker/gobin go install \
+		-ldflags "-X github.com/docker/buildx/version.Version=$(BUILDX_VERSION)" \
+		github.com/docker/buildx/cmd/buildx@$(BUILDX_VERSION)
+	mkdir -p $(dir $@) && mv .cache/docker/gobin/buildx $@
+
+## test-containers: the images built from docker/Dockerfile, the compose stack up with its spark
+## profile, and PubSubKafkaContainer from a user's suite (docker/README.md). Where no image
+## registry answers, on a Docker engine of this checkout's own and local Debian bases
+## (docker/local/engine.sh, which the tier runs first: installs docker.io and debootstrap, as root).
+## ~10 min; figures in
+## .cache/containers/results.json (CONTAINER_RESULTS=benchmarks/results/containers.json to keep them)
+CONTAINER_RESULTS ?= .cache/containers/results.json
+test-containers: $(SPARK_STAMP) $(COMPOSE_PLUGIN) $(BUILDX_PLUGIN)
+	PUBSUB_GATEWAY_CONTAINER_RESULTS=$(CONTAINER_RESULTS) $(BIN)/python -m pytest tests/containers
+
 ## test-kafka-versions: the core end-to-end tests on the oldest supported Kafka and the newest
 KAFKA_VERSIONS ?= $(shell $(BIN)/python -c 'from gateway.kafka.brokerjars import KAFKA_VERSION as n, OLDEST_SUPPORTED as o; print(o, n)' 2>/dev/null)
 CORE_E2E := tests/e2e/test_first_slice.py tests/e2e/test_admin.py tests/e2e/test_delivery_semantics.py \
@@ -142,6 +163,11 @@ bench: $(STAMP)
 ## bench-go: the official Go client alone, beside raw Kafka and raw streams (~5 minutes)
 bench-go: $(STAMP)
 	$(BIN)/python -m benchmarks --scenarios goclient --out benchmarks/results/goclient.json
+
+## test-bench: the benchmark harness in quick mode, every scenario and push_bench's, on a broker of
+## its own; checks that each produces its figures, not how fast (~4 min; not in `make test`)
+test-bench: $(STAMP)
+	$(BIN)/python -m pytest tests/bench
 
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks --quick --out benchmarks/results/quick.json

@@ -433,3 +433,33 @@ def idle() -> str:
     return f"`python -m benchmarks.idle`, from {' and '.join(cites)}:\n\n" + table(
         head, rows, right=(1, 2, 3)
     )
+
+
+def containers() -> str:
+    """docker/README.md: what the container tier (make test-containers) built, started and timed."""
+    src = load("containers.json")
+    f = src.data["figures"]
+
+    def mb(key: str) -> str:
+        return f"{f[key]:.0f} MB"
+
+    def s(key: str) -> str:
+        return f"{f[key]:.0f} s"
+
+    rows = [
+        ["the gateway's image", mb("gateway_image_mb"), s("gateway_image_build_seconds")],
+        ["the export job's image", mb("spark_export_image_mb"), s("spark_export_image_build_seconds")],
+        ["their base (local Debian python3)", mb("python_base_image_mb"), ""],
+        ["the local Kafka image", mb("kafka_image_mb"), ""],
+    ]
+    return (
+        f"`make test-containers`, {src.cite()}, {src.data['engine']}:\n\n"
+        + table(["image", "size", "build, from the bases"], rows, right=(1, 2))
+        + f"\n\nThe engine and the local bases took {s('engine_and_bases_seconds')} to make. The "
+        f"gateway's container was healthy (`/readyz`) {s('gateway_container_healthy_seconds')} after "
+        f"`docker run`; `docker compose up --build -d`, on the images just built, took "
+        f"{s('compose_up_build_seconds')} to a healthy "
+        f"gateway, `stop` and `start` {s('compose_stop_start_seconds')}, and the export job wrote its "
+        f"first Parquet file {s('spark_export_first_file_seconds')} after its `up` (a JVM, Spark and a "
+        "first micro-batch)."
+    )

@@ -46,6 +46,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "workers": tables.workers,
     "one-port": tables.one_port,
     "idle": tables.idle,
+    "containers": tables.containers,
     "readme-performance": summary.readme_performance,
     "readme-sizing": summary.readme_sizing,
     "log": summary.log,
