@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Literal, Protocol
 
 import confluent_kafka
@@ -32,7 +32,16 @@ TAIL_POLL_SECONDS = 0.25  # see TailReader
 IDLE_POLL_SECONDS = 0.5
 # How long a new assignment waits in all for its partitions' end offsets (GroupFetcher._ends).
 ENDS_SECONDS = 2.0
-__all__ = ["OFFSET_END", "FetchListener", "GroupFetcher", "TailReader", "bounds", "end_offset", "read_to_end"]
+__all__ = [
+    "OFFSET_END",
+    "FetchListener",
+    "GroupFetcher",
+    "TailReader",
+    "bounds",
+    "end_offset",
+    "first_timestamp",
+    "read_to_end",
+]
 BATCH = 1000
 
 
@@ -138,36 +147,9 @@ def read_to_end(
 ) -> list[tuple[int, bytes | None, bytes | None]]:
     """Blocking: everything now in one partition, as (offset, key, value); or what lies in
     [start, end) of it (clamped to what the partition holds)."""
-    consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
-    try:
-        low, high = _watermarks(consumer, TopicPartition(topic, partition), timeout)
-        if start is not None:
-            low = max(low, start)
-        if end is not None:
-            high = min(high, end)
-        out: list[tuple[int, bytes | None, bytes | None]] = []
-        if high <= low:
-            return out
-        tp = TopicPartition(topic, partition, OFFSET_BEGINNING if start is None else low)
-        consumer.assign([tp])
-        position = low
-        deadline = time.monotonic() + timeout
-        while position < high:
-            # consume() waits for all it asks for: ask for no more than is left.
-            for msg in consumer.consume(max(1, min(BATCH, high - position)), timeout=POLL_SECONDS):
-                refused = _refusal(msg, f"reading Kafka topic {topic}", Need("READ", TOPIC, topic))
-                if refused is not None:
-                    raise refused
-                if _is_real(msg) and (msg.offset() or 0) < high:
-                    position = (msg.offset() or 0) + 1
-                    out.append((position - 1, msg.key(), msg.value()))
-            # Transaction markers take offsets but are never returned: ask where we are.
-            position = max(position, consumer.position([TopicPartition(topic, partition)])[0].offset)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic}[{partition}] to offset {high} took over {timeout} s")
-        return out
-    finally:
-        consumer.close()
+    return [
+        (m.offset() or 0, m.key(), m.value()) for m in _records(base, topic, partition, timeout, start, end)
+    ]
 
 
 def first_timestamp(
@@ -180,30 +162,48 @@ def first_timestamp(
 ) -> int | None:
     """Blocking: the timestamp (ms) of the first record at or after `start` whose offset is in
     none of the half-open ranges `skip`, or None when the partition holds none."""
+    for msg in _records(base, topic, partition, timeout, start):
+        offset = msg.offset() or 0
+        if not any(s <= offset < e for s, e in skip):
+            return int(msg.timestamp()[1])
+    return None
+
+
+def _records(
+    base: Config,
+    topic: str,
+    partition: int,
+    timeout: float,
+    start: int | None = None,
+    end: int | None = None,
+) -> Iterator[confluent_kafka.Message]:
+    """Blocking: the records now in [start, end) of one partition (clamped to what it holds; the
+    whole partition by default), in order; the consumer is closed when the iteration ends."""
     consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
     try:
         low, high = _watermarks(consumer, TopicPartition(topic, partition), timeout)
-        position = max(low, start)
-        skipped = sorted(skip)
-        if position >= high:
-            return None
-        consumer.assign([TopicPartition(topic, partition, position)])
+        if start is not None:
+            low = max(low, start)
+        if end is not None:
+            high = min(high, end)
+        if high <= low:
+            return
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING if start is None else low)])
+        position = low
         deadline = time.monotonic() + timeout
         while position < high:
+            # consume() waits for all it asks for: ask for no more than is left.
             for msg in consumer.consume(max(1, min(BATCH, high - position)), timeout=POLL_SECONDS):
                 refused = _refusal(msg, f"reading Kafka topic {topic}", Need("READ", TOPIC, topic))
                 if refused is not None:
                     raise refused
-                offset = msg.offset() or 0
-                if not _is_real(msg) or offset >= high:
-                    continue
-                if not any(s <= offset < e for s, e in skipped):
-                    return int(msg.timestamp()[1])
-                position = offset + 1
+                if _is_real(msg) and (msg.offset() or 0) < high:
+                    position = (msg.offset() or 0) + 1
+                    yield msg
+            # Transaction markers take offsets but are never returned: ask where we are.
             position = max(position, consumer.position([TopicPartition(topic, partition)])[0].offset)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic}[{partition}] to offset {high} took over {timeout} s")
-        return None
     finally:
         consumer.close()
 
