@@ -93,9 +93,11 @@ env_() {
 
 stop() {
     [ -f "$state/docker.pid" ] || return 0
-    kill "$(cat "$state/docker.pid")" 2>/dev/null || true
+    local pid
+    pid=$(cat "$state/docker.pid")
+    kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 40); do
-        kill -0 "$(cat "$state/docker.pid")" 2>/dev/null || return 0
+        kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.5
     done
 }
