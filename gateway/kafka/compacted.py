@@ -69,11 +69,11 @@ class CompactedFollower:
         except TimeoutError as exc:
             raise Unavailable(self._late) from exc
 
-    def _on_messages(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
+    def _on_messages(self, batch: list[kafka_consumer.TailEntry]) -> None:
         assert self._loop is not None
         self._loop.call_soon_threadsafe(self.apply_batch, batch)
 
-    def apply_batch(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
+    def apply_batch(self, batch: list[kafka_consumer.TailEntry]) -> None:
         """Apply records as the reader hands them over (on the event loop); public for tests,
         which feed a follower by hand."""
         for _topic, _p, offset, key, value in batch:

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import confluent_kafka
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
@@ -36,6 +36,9 @@ __all__ = [
     "OFFSET_END",
     "FetchListener",
     "GroupFetcher",
+    "LogEntry",
+    "Offsets",
+    "TailEntry",
     "TailReader",
     "bounds",
     "end_offset",
@@ -43,6 +46,19 @@ __all__ = [
     "read_to_end",
 ]
 BATCH = 1000
+
+# Made per record read, so plain tuples, named here only: a named tuple costs 2-3 times a tuple
+# to build (and more to unpack, which CPython does fastest for exact tuples).
+LogEntry = tuple[int, bytes | None, bytes | None]  # (offset, key, value): what read_to_end returns
+TailEntry = tuple[str, int, int, bytes | None, bytes | None]  # (topic, partition, offset, key, value)
+TopicPart = tuple[str, int]  # (topic, partition): what a TailReader follows
+
+
+class Offsets(NamedTuple):
+    """A partition's first offset and its end (the offset its next record will get)."""
+
+    first: int
+    end: int
 
 
 def _is_real(msg: confluent_kafka.Message) -> bool:
@@ -108,13 +124,13 @@ def _on_progress_commit(err: KafkaError | None, partitions: list[TopicPartition]
         log.debug("committing applied progress failed: %s", err)
 
 
-def _watermarks(consumer: confluent_kafka.Consumer, tp: TopicPartition, timeout: float) -> tuple[int, int]:
+def _watermarks(consumer: confluent_kafka.Consumer, tp: TopicPartition, timeout: float) -> Offsets:
     """(low, high) of a partition, retrying while a new topic's leader is being elected."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             low, high = consumer.get_watermark_offsets(tp, timeout=max(1.0, deadline - time.monotonic()))
-            return int(low), int(high)
+            return Offsets(int(low), int(high))
         except confluent_kafka.KafkaException as exc:
             err = exc.args[0]
             refused = isinstance(err, KafkaError) and denial(
@@ -144,7 +160,7 @@ def read_to_end(
     timeout: float = 30.0,
     start: int | None = None,
     end: int | None = None,
-) -> list[tuple[int, bytes | None, bytes | None]]:
+) -> list[LogEntry]:
     """Blocking: everything now in one partition, as (offset, key, value); or what lies in
     [start, end) of it (clamped to what the partition holds)."""
     return [
@@ -157,7 +173,7 @@ def first_timestamp(
     topic: str,
     partition: int,
     start: int,
-    skip: Sequence[tuple[int, int]] = (),
+    skip: Sequence[tuple[int, int]] = (),  # (start, end) ranges
     timeout: float = 30.0,
 ) -> int | None:
     """Blocking: the timestamp (ms) of the first record at or after `start` whose offset is in
@@ -208,7 +224,7 @@ def _records(
         consumer.close()
 
 
-def bounds(base: Config, topic: str, partition: int, timeout: float = 10.0) -> tuple[int, int]:
+def bounds(base: Config, topic: str, partition: int, timeout: float = 10.0) -> Offsets:
     """(first offset, end offset) of one partition."""
     consumer = confluent_kafka.Consumer(_reader_config(base), logger=_rdkafka_log)
     try:
@@ -280,7 +296,7 @@ class TailReader:
         self,
         base: Config,
         name: str,
-        on_messages: Callable[[list[tuple[str, int, int, bytes | None, bytes | None]]], None],
+        on_messages: Callable[[list[TailEntry]], None],
         on_denied: Callable[[PermissionDenied], None] | None = None,
         progress_group: str | None = None,
         linger_seconds: float = 0.0,
@@ -300,22 +316,22 @@ class TailReader:
         # Assignment changes in the order asked: (True, partitions from offsets) adds,
         # (False, partitions) removes.
         self._changes: list[tuple[bool, list[TopicPartition]]] = []
-        self._progress: dict[tuple[str, int], int] = {}
+        self._progress: dict[TopicPart, int] = {}
         self._progress_dropped = False
         self._next_commit = 0.0  # (monotonic) the earliest the next progress commit is made
         self._thread = threading.Thread(target=self._run, name=f"tail-{name}", daemon=True)
 
-    def start(self, assignments: Mapping[tuple[str, int], int]) -> None:
+    def start(self, assignments: Mapping[TopicPart, int]) -> None:
         self.add(assignments)
         self._thread.start()
 
-    def add(self, assignments: Mapping[tuple[str, int], int]) -> None:
+    def add(self, assignments: Mapping[TopicPart, int]) -> None:
         tps = [TopicPartition(t, p, o) for (t, p), o in assignments.items()]
         if tps:
             with self._lock:
                 self._changes.append((True, tps))
 
-    def remove(self, partitions: list[tuple[str, int]]) -> None:
+    def remove(self, partitions: list[TopicPart]) -> None:
         if partitions:
             with self._lock:
                 self._changes.append((False, [TopicPartition(t, p) for t, p in partitions]))
@@ -329,7 +345,7 @@ class TailReader:
             first = consumer.poll(TAIL_POLL_SECONDS)
             if first is None:
                 continue
-            batch = []
+            batch: list[TailEntry] = []
             for m in (first, *consumer.consume(BATCH - 1, timeout=self._linger)):
                 if m.error() is None:
                     batch.append((m.topic() or "", m.partition() or 0, m.offset() or 0, m.key(), m.value()))
@@ -370,7 +386,7 @@ class TailReader:
             tps = [TopicPartition(t, p, o) for (t, p), o in progress.items()]
             self._consumer.commit(offsets=tps, asynchronous=True)
 
-    def report_progress(self, offsets: Mapping[tuple[str, int], int]) -> None:
+    def report_progress(self, offsets: Mapping[TopicPart, int]) -> None:
         """The caller has applied these partitions up to (before) these offsets: the reader's
         thread commits them to `progress_group` within about TAIL_POLL_SECONDS (a busy reader
         commits once a TAIL_POLL_SECONDS, not every turn), for writers that wait until what
