@@ -42,9 +42,9 @@ PATHS = (
     ("acks/modacks on the stream", "Subscriber._read_stream"),
     ("delivery on streams", "Subscriber.StreamingPull"),
     ("fetcher thread (Kafka records)", "GroupFetcher._run"),
-    ("lease-log read-back", "SubscriptionRunner._apply_log"),
+    ("lease-log read-back", "LeaseLog._apply_log"),
     ("lease-log read-back", "TailReader._run"),
-    ("checkpoints", "SubscriptionRunner._checkpoint"),
+    ("checkpoints", "LeaseLog._checkpoint"),
     ("producer poll thread", "Producer._poll"),
 )
 LOOP = "event loop, gRPC and I/O (no Python frame of ours)"

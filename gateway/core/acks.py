@@ -1,31 +1,28 @@
-"""The lease/ack write path: every Acknowledge and ModifyAckDeadline, on any subscription.
+"""The ack path: every Acknowledge and ModifyAckDeadline, on any subscription.
 
 An ack or deadline change counts only for a message leased now under that ack id, and only the
-owner of its partition knows the leases (the runner: `LeaseOwner`). `AckPath.settle` parses the
-ids, has the owner judge those of its partitions (with exactly-once, per id), writes one command
-per partition to the lease/ack log with this process's `LogWriter`, applies each to the owner
-once durable, and forwards the ids of partitions another process owns to that process.
-Deliveries write their leases through the same `LogWriter` (SubscriptionRunner.record_leases).
+owner of its partition knows the leases: the subscription's LeaseLog in the process whose
+runner owns the partition (lease_log.py). `AckPath.settle` parses the ids, has the LeaseLog
+judge those of its partitions (with exactly-once, per id), has it write one command per
+partition and apply each once durable, tells the runner's streams that deliveries ended, and
+forwards the ids of partitions another process owns to that process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import itertools
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Protocol
 
 from gateway.clock import now_ms
 from gateway.core import exactly_once, peers
+from gateway.core.lease_log import LeaseLog, Logged
 from gateway.core.resources import StoredSubscription
 from gateway.core.tally import Tally
 from gateway.errors import GatewayError, InvalidArgument
 from gateway.kafka.admin import Admin
-from gateway.kafka.producer import Producer
-from gateway.leases import logformat
 from gateway.leases.commands import Ack, Command, SetDeadline
 from gateway.leases.ranges import to_ranges
 from gateway.translate import ackids
@@ -47,134 +44,26 @@ EXACTLY_ONCE_PATIENCE_SECONDS = 15.0
 # A valid lease does not expire while its ack or deadline change is being written (exactly-once:
 # an ack confirmed must not find its message redelivered): longer than any wait above.
 HOLD_MS = 20_000
-# How long a deadline change that need not be durable before OK (exactly-once off:
-# docs/lease-log.md) may wait to be written: it goes with the subscription's next lease-log
-# write from this process, or after this long. Each write that goes alone costs a produce
-# request of its own, and a receipt modack comes a few milliseconds after the lease write of
-# its delivery and shortly before the ack; deferred, it shares their request.
-DEFER_SECONDS = 0.25
 
 
-# One sequence for every LogWriter of the process: a subscription's runner stopped and started
-# again writes under the same writer id, and must not write a key its earlier one wrote (a key
-# not yet folded would lose its command to compaction).
-_SEQ = itertools.count()
+class Served(Protocol):
+    """A subscription served here (SubscriptionRunner): its lease log, and its streams."""
 
-
-class LogWriter:
-    """Writes commands to a subscription's lease/ack log, with keys unique to this process.
-
-    `writing` holds the keys of commands this process writes and applies itself, from before
-    they are sent until the runner folds them (SubscriptionRunner.apply_local, fold,
-    record_leases): the runner's log reader leaves them to the writer rather than apply them a
-    second time when it reads them back first. A write that fails lets go of its keys, and so
-    does a partition the runner takes on anew (its new state did not apply them)."""
-
-    def __init__(self, producer: Producer, log_topic: str, writer_id: str) -> None:
-        self._producer = producer
-        self.topic = log_topic
-        self._writer = writer_id
-        self.writing: set[bytes] = set()
-        # Commands to write with the next write, by partition, in the order deferred, each with
-        # the future its own (key, log offset) goes to (`defer`).
-        self._deferred: dict[int, list[tuple[Command, asyncio.Future[list[tuple[bytes, int]]]]]] = {}
-        self._flush_at: asyncio.TimerHandle | None = None
-        self._flushing: set[asyncio.Future[list[tuple[bytes, int]]]] = set()
-
-    def key(self, partition: int) -> bytes:
-        return logformat.command_key(partition, self._writer, next(_SEQ))
-
-    @contextlib.contextmanager
-    def holding(self, keys: list[bytes]) -> Iterator[None]:
-        """The keys are in `writing` from now on; if what writes them fails, they are let go."""
-        self.writing.update(keys)
-        try:
-            yield
-        except BaseException:
-            self.writing.difference_update(keys)
-            raise
-
-    def defer(self, partition: int, cmd: Command) -> asyncio.Future[list[tuple[bytes, int]]]:
-        """Write `cmd` with this writer's next write, or within DEFER_SECONDS; the future has
-        its (key, log offset) once it is durable. Only for what need not be durable before OK:
-        a process that dies first loses it."""
-        loop = asyncio.get_running_loop()
-        written: asyncio.Future[list[tuple[bytes, int]]] = loop.create_future()
-        self._deferred.setdefault(partition, []).append((cmd, written))
-        if self._flush_at is None:
-            self._flush_at = loop.call_later(DEFER_SECONDS, self.flush)
-        return written
-
-    def _take_deferred(self) -> dict[int, list[tuple[Command, asyncio.Future[list[tuple[bytes, int]]]]]]:
-        """What is deferred, no longer waiting for its timer."""
-        if self._flush_at is not None:
-            self._flush_at.cancel()
-            self._flush_at = None
-        deferred, self._deferred = self._deferred, {}
-        return deferred
-
-    def flush(self) -> None:
-        """Start writing what is deferred: one write per partition, in the order deferred."""
-        for p, entries in self._take_deferred().items():
-            # (held here: the loop holds its tasks weakly)
-            self._flushing.add(write := asyncio.ensure_future(self.write(p, [cmd for cmd, _ in entries])))
-            write.add_done_callback(self._flushing.discard)
-            write.add_done_callback(functools.partial(_hand_out, [w for _, w in entries]))
-
-    def drop_deferred(self) -> None:
-        """Forget what is deferred (the subscription is gone, and its log with it)."""
-        for entries in self._take_deferred().values():
-            for _, written in entries:
-                written.cancel()
-
-    async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
-        """Write commands durably; returns (key, log offset) of each. What is deferred goes
-        too, in a write of its own queued right after this one's records: within the
-        producer's linger, so in the same request."""
-        if self._deferred:
-            self.flush()
-        keys = [self.key(partition) for _ in cmds]
-        records = [(k, logformat.encode(c), None) for k, c in zip(keys, cmds, strict=True)]
-        with self.holding(keys):
-            done = await self._producer.send(self.topic, records, partition=partition)
-        return [(k, off) for k, (_, off) in zip(keys, done, strict=True)]
-
-
-def _hand_out(
-    futures: list[asyncio.Future[list[tuple[bytes, int]]]], write: asyncio.Future[list[tuple[bytes, int]]]
-) -> None:
-    """The outcome of a write of deferred commands, to each command's own future."""
-    error = None if write.cancelled() else write.exception()
-    for k, future in enumerate(futures):
-        if future.done():
-            continue
-        if write.cancelled():
-            future.cancel()
-        elif error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result([write.result()[k]])
-
-
-class LeaseOwner(Protocol):
-    """The leases of the partitions this process owns (SubscriptionRunner)."""
-
+    log: LeaseLog
     ready: asyncio.Event
     tally: Tally
 
-    def owns(self, p: int) -> bool: ...
-
-    def judge(
-        self, p: int, entries: Iterable[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
-    ) -> list[bool | None]: ...
-
-    def order_acks(self, p: int, offsets: list[int]) -> list[int]: ...
-
-    def apply_local(self, p: int, cmd: Command, key: bytes | None, settles: bool = False) -> None: ...
-
     def tell_settled(self, p: int, cmd: Command) -> None: ...
 
-    def fold(self, p: int, key: bytes) -> None: ...
+    def tell_room(self, p: int, offsets: list[int]) -> None: ...
+
+
+def _apply(runner: Served, p: int, cmd: Command, key: bytes | None, settles: bool) -> None:
+    """Apply a command written (`key`) or being written (None) to the owner's state; `settles`:
+    it ends deliveries (an ack or a nack), and the streams holding them get room."""
+    runner.log.apply(p, cmd, key)
+    if settles:
+        runner.tell_settled(p, cmd)
 
 
 def parse(res: StoredSubscription, ack_ids: Sequence[str]) -> dict[int, Named]:
@@ -205,28 +94,31 @@ def commands(refs: dict[int, Named], seconds: int | None, epoch: int) -> dict[in
     }
 
 
-def ordered_acks(runner: LeaseOwner | None, valid: dict[int, Named], epoch: int) -> dict[int, Command]:
+def ordered_acks(runner: Served | None, valid: dict[int, Named], epoch: int) -> dict[int, Command]:
     """The ack commands of valid ids, in the order ordered delivery allows: an ack of a message
-    whose key has an earlier one still out waits for it, with the owner (`order_acks`)."""
+    whose key has an earlier one still out waits for it, with the owner (`order_acks`). The
+    ones held back are done for the streams that delivered them: they free their room."""
     if runner is None:
         return {}
     out: dict[int, Command] = {}
     for p, named in valid.items():
-        now = runner.order_acks(p, named.offsets)
+        now, held = runner.log.order_acks(p, named.offsets)
+        if held:
+            runner.tell_room(p, held)
         if now:
             out[p] = Ack(p, tuple(to_ranges(now)), epoch)
     return out
 
 
-def split(runner: LeaseOwner | None, refs: dict[int, Named]) -> tuple[dict[int, Named], dict[int, Named]]:
+def split(runner: Served | None, refs: dict[int, Named]) -> tuple[dict[int, Named], dict[int, Named]]:
     """(ids of partitions this process owns, ids of the others)."""
-    local = {p: n for p, n in refs.items() if runner is not None and runner.owns(p)}
+    local = {p: n for p, n in refs.items() if runner is not None and runner.log.owns(p)}
     remote = {p: n for p, n in refs.items() if p not in local}
     return local, remote
 
 
 def judge(
-    runner: LeaseOwner | None, local: dict[int, Named], seconds: int | None, now: int, hold: bool = True
+    runner: Served | None, local: dict[int, Named], seconds: int | None, now: int, hold: bool = True
 ) -> tuple[dict[int, Named], dict[str, str]]:
     """Split owned ids into valid ones and failures by id. With `hold`, a valid lease does not
     expire while its command is written (exactly-once: an ack confirmed must not find its
@@ -238,7 +130,7 @@ def judge(
     hold_until = now + HOLD_MS if hold else None
     for p, named in local.items():
         entries = zip(named.offsets, named.generations, strict=True)
-        verdicts = runner.judge(p, entries, seconds is None, now, hold_until)
+        verdicts = runner.log.judge(p, entries, seconds is None, now, hold_until)
         if all(verdicts):  # every one a current lease: the common case
             valid[p] = named
             continue
@@ -257,7 +149,7 @@ def judge(
 
 
 def _count(
-    runner: LeaseOwner | None, valid: dict[int, Named], seconds: int | None, unwritten: Iterable[int]
+    runner: Served | None, valid: dict[int, Named], seconds: int | None, unwritten: Iterable[int]
 ) -> None:
     """Count the acks (seconds None) and nacks (0) the owner accepted and wrote, for /metrics."""
     if runner is None or seconds not in (None, 0) or not valid:
@@ -274,17 +166,15 @@ def _count(
 
 class AckPath:
     """`runner_of` names this process's runner of a subscription (None: not served here);
-    `writer_of` its LogWriter; `take_on` starts serving a subscription nobody serves."""
+    `take_on` starts serving a subscription nobody serves."""
 
     def __init__(
         self,
-        runner_of: Callable[[str], LeaseOwner | None],
-        writer_of: Callable[[StoredSubscription], LogWriter],
+        runner_of: Callable[[str], Served | None],
         admin: Admin,
         take_on: Callable[[StoredSubscription], Coroutine[object, object, object]],
     ) -> None:
         self._runner_of = runner_of
-        self._writer_of = writer_of
         self._admin = admin
         self._take_on = take_on
         self._peers: peers.Peers | None = None
@@ -322,17 +212,16 @@ class AckPath:
         early = not strict or seconds is not None
         defer = not strict and bool(seconds)
         room_first = not strict and settles
-        writer = self._writer_of(res)
-        if defer:
-            writes = {p: writer.defer(p, c) for p, c in cmds.items()}
-        else:
-            writes = {p: asyncio.ensure_future(writer.write(p, [c])) for p, c in cmds.items()}
-        if not writes:
-            return set(), {}
         runner = self._runner_of(res.name)
-        told = room_first and runner is not None
+        if not cmds or runner is None:  # (only the owner judges ids valid: it made the commands)
+            return set(), {}
+        lease_log = runner.log
+        if defer:
+            writes = {p: lease_log.defer(p, c) for p, c in cmds.items()}
+        else:
+            writes = {p: asyncio.ensure_future(lease_log.write(p, [c])) for p, c in cmds.items()}
+        told = room_first
         if told:
-            assert runner is not None
             for p, cmd in cmds.items():
                 runner.tell_settled(p, cmd)
         if patience > 0:
@@ -345,14 +234,14 @@ class AckPath:
             if not write.done():
                 late.add(p)
                 if early and runner is not None:
-                    runner.apply_local(p, cmds[p], None, applies)
+                    _apply(runner, p, cmds[p], None, applies)
                 write.add_done_callback(
                     functools.partial(self._written_late, res.name, p, None if early else cmds[p], settles)
                 )
             elif (error := write.exception()) is not None:
                 failed[p] = error
             elif runner is not None:
-                runner.apply_local(p, cmds[p], write.result()[0][0], applies)
+                _apply(runner, p, cmds[p], write.result()[0].key, applies)
         if settles and runner is not None:
             runner.ready.set()
         return late, failed
@@ -363,7 +252,7 @@ class AckPath:
         p: int,
         cmd: Command | None,
         settles: bool,
-        write: asyncio.Future[list[tuple[bytes, int]]],
+        write: asyncio.Future[list[Logged]],
     ) -> None:
         """A write answered before it ended has ended: apply `cmd`, or if it was applied
         early (None), fold its key like that of any command applied here."""
@@ -373,11 +262,11 @@ class AckPath:
         if write.exception() is not None:
             log.info("%s: a late lease-log write of partition %d failed: %s", name, p, write.exception())
             return
-        key = write.result()[0][0]
+        key = write.result()[0].key
         if cmd is None:
-            runner.fold(p, key)
+            runner.log.claim(p, (key,))
             return
-        runner.apply_local(p, cmd, key, settles)
+        _apply(runner, p, cmd, key, settles)
         if settles:
             runner.ready.set()
 

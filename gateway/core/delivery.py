@@ -20,11 +20,13 @@ from typing import Any
 
 from gateway.clock import now_ms, within
 from gateway.core import peers, policies
-from gateway.core.acks import AckPath, LogWriter
+from gateway.core.acks import AckPath
 from gateway.core.expiration import ActivityRecorder
+from gateway.core.lease_log import LeaseLog
+from gateway.core.log_writer import LogWriter
 from gateway.core.policies import Policies
 from gateway.core.resources import AnyResource, ResourceStore, StoredSubscription, subscription_or_none
-from gateway.core.runner import Delivery, SubscriptionRunner
+from gateway.core.runner import Delivery, SubscriptionRunner, Taken
 from gateway.core.streams import StreamSession
 from gateway.core.subscriptions import log_topic_spec
 from gateway.core.tally import Tallies, Tally
@@ -83,7 +85,7 @@ class DeliveryService:
         self._admin = admin
         self.address = ""  # where peers reach this process (set once the server listens)
         self._activity = ActivityRecorder(store)
-        self._acks = AckPath(self._runners.get, self._writer, admin, self._runner)
+        self._acks = AckPath(self._runners.get, admin, self._runner)
         # Called when a runner's truncation policy dropped messages of a subscription (set by
         # server.py to TruncationService.raise_event: docs/truncation.md).
         self.on_truncated: Callable[[str], Awaitable[None]] | None = None
@@ -143,7 +145,7 @@ class DeliveryService:
 
     async def _runner(self, res: StoredSubscription) -> SubscriptionRunner:
         runner = self._runners.get(res.name)
-        if runner is not None and runner.writer.topic == res.meta.log_topic and runner.denied is None:
+        if runner is not None and runner.log.topic == res.meta.log_topic and runner.denied is None:
             return runner
         task = self._starting.get(res.name)
         if task is None:
@@ -162,28 +164,34 @@ class DeliveryService:
                     "which belongs to Kafka or to the gateway."
                 )
             await self._verify_log(res)
+            lease_log = LeaseLog(
+                name=res.name,
+                writer=LogWriter(self._producer, res.meta.log_topic, self._writer_id),
+                producer=self._producer,
+                kafka_config=self._config,
+                group_id=res.meta.group_id,
+                checkpoint_interval=self._settings.checkpoint_interval_seconds,
+                key_of=_record_key if res.proto.enable_message_ordering else None,
+                epoch=res.meta.epoch,
+            )
             runner = SubscriptionRunner(
                 name=res.name,
                 kafka_topic=res.meta.kafka_topic,
                 group_id=res.meta.group_id,
-                writer=self._writer(res),
-                producer=self._producer,
+                lease_log=lease_log,
                 kafka_config=self._config,
                 session_timeout_ms=self._settings.session_timeout_ms,
-                checkpoint_interval=self._settings.checkpoint_interval_seconds,
-                ordered=res.proto.enable_message_ordering,
                 client_id=peers.client_id(self.address),
                 policies=self._policies(res),
                 transactional_prefix=self._settings.internal_prefix,
                 on_truncated=self._truncated,
-                epoch=res.meta.epoch,
             )
             runner.tally = self.tallies.of(res.name)
             await runner.start()
             self._runners[res.name] = runner
             now = self._store.get("subscription", res.name)  # a Seek meanwhile told no runner
             if now is not None:
-                runner.want_epoch(now.meta.epoch)
+                lease_log.want_epoch(now.meta.epoch)
             return runner
         finally:
             self._starting.pop(res.name, None)
@@ -203,12 +211,6 @@ class DeliveryService:
         if self.on_truncated is not None:
             await self.on_truncated(name)
 
-    def _writer(self, res: StoredSubscription) -> LogWriter:
-        runner = self._runners.get(res.name)
-        if runner is not None and runner.writer.topic == res.meta.log_topic:
-            return runner.writer
-        return LogWriter(self._producer, res.meta.log_topic, self._writer_id)
-
     def _policies(self, res: StoredSubscription) -> Policies:
         dead_letter = self._store.get("topic", res.proto.dead_letter_policy.dead_letter_topic)
         return policies.of(res.proto, dead_letter.meta.kafka_topic if dead_letter else None, res.meta)
@@ -226,16 +228,16 @@ class DeliveryService:
         runner = self._runners.get(name)
         if runner is not None and res is not None:
             runner.update_policies(self._policies(res))
-            runner.want_epoch(res.meta.epoch)
+            runner.log.want_epoch(res.meta.epoch)
         stale = (
             res is None
             or not res.meta.delivers
-            or (runner is not None and runner.writer.topic != res.meta.log_topic)
+            or (runner is not None and runner.log.topic != res.meta.log_topic)
         )
         if runner is not None and stale:
             self._runners.pop(name, None)
             # Deleted, or re-created under the same name: the old log is going away.
-            gone = res is None or runner.writer.topic != res.meta.log_topic
+            gone = res is None or runner.log.topic != res.meta.log_topic
             self._stop_runner(runner, discard=gone)
 
     async def _stop_idle_runners(self) -> None:
@@ -315,7 +317,7 @@ class DeliveryService:
         self,
         res: StoredSubscription,
         runner: SubscriptionRunner,
-        taken: list[tuple[int, int, int, Record]],
+        taken: list[Taken],
         lease_until: int,
     ) -> list[Delivery]:
         return await runner.deliver(res, taken, lease_until)
@@ -395,3 +397,8 @@ class DeliveryService:
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.warning("stopping a subscription runner failed: %s", task.exception())
+
+
+def _record_key(record: Record) -> bytes | None:
+    """Ordered delivery: a record's ordering key is its Kafka key."""
+    return record.key

@@ -26,14 +26,13 @@ from typing import Any
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import now_ms
 from gateway.core import masks
+from gateway.core.lease_log import Position, write_epoch
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, StoredSnapshot, StoredSubscription
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka import consumer as kafka_consumer
 from gateway.kafka.admin import Admin
 from gateway.kafka.producer import Producer
-from gateway.leases import logformat
-from gateway.leases.commands import Checkpoint
 from gateway.leases.fold import fold
 from gateway.translate import limits, names
 from gateway.translate.meta import PartitionAcks, SnapshotMeta, SubscriptionMeta
@@ -178,7 +177,7 @@ class SnapshotService:
         sub = self._subscription(subscription)
         parts = sub.meta.partitions
         offsets = await self._admin.offsets_for_time(sub.meta.kafka_topic, parts, when_ms)
-        await self.start_epoch(sub, {p: (o, ()) for p, o in offsets.items()})
+        await self.start_epoch(sub, {p: Position(o) for p, o in offsets.items()})
 
     async def seek_to_snapshot(self, subscription: str, snapshot: str) -> None:
         sub = self._subscription(subscription)
@@ -191,21 +190,24 @@ class SnapshotService:
         acks = snap.meta.acks
         await self.start_epoch(
             sub,
-            {int(p): (int(a["w"]), tuple((int(s), int(e)) for s, e in a["acked"])) for p, a in acks.items()},
+            {
+                int(p): Position(int(a["w"]), tuple((int(s), int(e)) for s, e in a["acked"]))
+                for p, a in acks.items()
+            },
         )
 
     async def start_epoch(
         self,
         sub: StoredSubscription,
-        state: dict[int, tuple[int, tuple[tuple[int, int], ...]]],
+        state: dict[int, Position],
         also: Callable[[SubscriptionMeta, int], SubscriptionMeta] | None = None,
     ) -> int:
-        """Start a new epoch of the lease/ack log with each partition's (watermark, acked
-        ranges) in `state`: the record's epoch is raised first (by compare-and-set, with `also`'s
-        change of the meta in the same write, given the new epoch: a truncation event), then a
-        checkpoint of it is written to every log partition; the owners adopt them (runner.py
-        `_adopt_seek`), and this returns once every partition's owner has (`_await_adopted`):
-        from then on no process delivers from the old epoch. Returns the epoch.
+        """Start a new epoch of the lease/ack log at each partition's position in `state`: the
+        record's epoch is raised first (by compare-and-set, with `also`'s change of the meta in
+        the same write, given the new epoch: a truncation event), then a checkpoint of it is
+        written to every log partition (lease_log.write_epoch); the owners adopt them
+        (LeaseLog._adopt_seek), and this returns once every partition's owner has
+        (`_await_adopted`): from then on no process delivers from the old epoch. Returns the epoch.
 
         NOT_FOUND when the subscription was deleted, or re-created, meanwhile. UNAVAILABLE when
         an owner did not confirm within ADOPT_WAIT_SECONDS: the new epoch stands all the same
@@ -222,24 +224,9 @@ class SnapshotService:
 
         await self._store.change_subscription(sub.name, raised)
         epoch = tried[-1]
-        written = await asyncio.gather(
-            *(
-                self._producer.send(
-                    sub.meta.log_topic,
-                    [
-                        (
-                            logformat.checkpoint_key(p, epoch),
-                            logformat.encode(Checkpoint(p, watermark, acked, (), (), epoch)),
-                            None,
-                        )
-                    ],
-                    partition=p,
-                )
-                for p, (watermark, acked) in state.items()
-            )
-        )
+        written = await write_epoch(self._producer, sub.meta.log_topic, state, epoch)
         log.info("%s: sought (epoch %d)", sub.name, epoch)
-        await self._await_adopted(sub, {p: offset for ((p, offset),) in written})
+        await self._await_adopted(sub, written)
         return epoch
 
     async def _await_adopted(self, sub: StoredSubscription, checkpoints: dict[int, int]) -> None:

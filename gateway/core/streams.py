@@ -17,10 +17,9 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Protocol
 
 from gateway.clock import now_ms
-from gateway.core.runner import Delivery, SubscriptionRunner
+from gateway.core.runner import Delivery, SubscriptionRunner, Taken
 from gateway.errors import GatewayError, InvalidArgument, Unavailable
 from gateway.translate import limits
-from gateway.translate.records import Record
 
 if TYPE_CHECKING:
     from gateway.core.resources import StoredSubscription
@@ -146,7 +145,7 @@ class StreamSession:
     def _prune(self) -> None:
         """Forget deliveries that ended without a word to us (expired, acked elsewhere)."""
         self._prune_after = time.monotonic() + PRUNE_SECONDS
-        leased = self._runner.leased
+        leased = self._runner.log.leased
         for p, mine in self._outstanding.items():
             for offset in [o for o in mine if not leased(p, o)]:
                 self._bytes -= mine.pop(offset)
@@ -201,13 +200,13 @@ class StreamSession:
                 continue
             await self._wait(room > 0)
 
-    def _forget_undelivered(self, taken: list[tuple[int, int, int, Record]], got: list[Delivery]) -> None:
+    def _forget_undelivered(self, taken: list[Taken], got: list[Delivery]) -> None:
         delivered = {(d.record.partition, d.record.offset) for d in got}
         for p, o, _, _ in taken:
             if (p, o) not in delivered:
                 self._drop(p, o)
 
-    def _give_back(self, extra: list[tuple[int, int, int, Record]]) -> None:
+    def _give_back(self, extra: list[Taken]) -> None:
         for p, o, g, _ in extra:
             self._runner.give_back(p, [(o, g)])
 

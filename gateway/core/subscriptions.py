@@ -20,13 +20,12 @@ from google.protobuf import duration_pb2
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.clock import now_ms
 from gateway.core import masks
+from gateway.core.lease_log import Position, write_epoch
 from gateway.core.paging import page
 from gateway.core.resources import Quota, Resource, ResourceStore, Rollback, StoredSubscription, StoredTopic
 from gateway.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from gateway.kafka.admin import Admin, TopicSpec
 from gateway.kafka.producer import Producer
-from gateway.leases import logformat
-from gateway.leases.commands import Checkpoint
 from gateway.settings import Settings
 from gateway.translate import endpoints, filters, limits, names, unsupported
 from gateway.translate.meta import SubscriptionMeta
@@ -219,21 +218,8 @@ class SubscriptionService:
             # whatever happened to them, a create that timed out may finish yet.
             await self._admin.ensure_topic(log_topic_spec(meta))
             ends = await self._admin.end_offsets(kafka_topic, partitions)
-            await asyncio.gather(
-                *(
-                    self._producer.send(
-                        meta.log_topic,
-                        [
-                            (
-                                logformat.checkpoint_key(p, 0),
-                                logformat.encode(Checkpoint(p, end, (), (), ())),
-                                None,
-                            )
-                        ],
-                        partition=p,
-                    )
-                    for p, end in ends.items()
-                )
+            await write_epoch(
+                self._producer, meta.log_topic, {p: Position(end) for p, end in ends.items()}, 0
             )
             await self._admin.commit_group_offsets(meta.group_id, kafka_topic, ends)
             storing = True

@@ -40,6 +40,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from gateway.clock import now_ms
+from gateway.core.lease_log import Position
 from gateway.core.resources import ResourceStore, StoredSubscription
 from gateway.core.snapshots import ADOPT_WAIT_SECONDS, SnapshotService
 from gateway.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -96,7 +97,7 @@ class TruncationService:
             )
 
         epoch = await self._snapshots.start_epoch(
-            sub, {p: (end, ()) for p, end in ends.items()}, raised_and_held
+            sub, {p: Position(end) for p, end in ends.items()}, raised_and_held
         )
 
         def released(meta: SubscriptionMeta) -> SubscriptionMeta | None:

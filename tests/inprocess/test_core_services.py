@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+from gateway.core.lease_log import Recovered
 from gateway.core.runner import Delivery
 from gateway.core.streams import StreamOutput
 from gateway.errors import AckIdsFailed, AlreadyExists, InvalidArgument, NotFound
@@ -264,58 +265,60 @@ def test_a_command_read_back_while_its_writer_is_still_at_it_is_applied_by_the_w
     topic, sub = _setup(gw, names, ack_deadline_seconds=60)
     _publish(gw, topic, ["a", "b", "c"], key="one partition")
     first, second, third = sorted(_pull_all(gw, sub, 3), key=lambda d: d.record.value)
-    runner = gw.gateway.delivery._runners[sub]  # no public view of its states or its log reader
+    runner = gw.gateway.delivery._runners[sub]
+    lease_log = runner.log  # no public view of its reader or its keys being written
     p = first.record.partition
     assert second.record.partition == third.record.partition == p
 
     async def write(cmd: Command) -> tuple[bytes, int]:
-        [(key, at)] = await runner.writer.write(p, [cmd])  # as AckPath does, before it applies
+        [(key, at)] = await lease_log.write(p, [cmd])  # as AckPath does, before it applies
         return key, at
 
     async def apply(cmd: Command, key: bytes) -> None:
-        runner.apply_local(p, cmd, key, settles=True)  # on the gateway's loop, as AckPath does
+        lease_log.apply(p, cmd, key)  # on the gateway's loop, as AckPath does
+        runner.tell_settled(p, cmd)
 
     def read_back(at: int) -> None:
         deadline = time.monotonic() + 20
-        while runner._log_applied.get(p, 0) <= at:  # (a dict read from this thread: atomic)
+        while lease_log._log_applied.get(p, 0) <= at:  # (a dict read from this thread: atomic)
             assert time.monotonic() < deadline, f"offset {at} of the log not read back"
             time.sleep(0.05)
 
     def later_command() -> None:
         """A command written and applied after: reading it back settles what was left."""
-        cmd = SetDeadline(p, ((10**9, 1),), 0, runner.states[p].epoch)  # of no lease: no effect
+        cmd = SetDeadline(p, ((10**9, 1),), 0, lease_log.states[p].epoch)  # of no lease: no effect
         key, at = gw.run(write(cmd))
         gw.run(apply(cmd, key))
         read_back(at)
 
     for d, failed in ((first, False), (second, True)):
         offset = d.record.offset
-        ack = Ack(p, ((offset, offset + 1),), runner.states[p].epoch)
+        ack = Ack(p, ((offset, offset + 1),), lease_log.states[p].epoch)
         key, at = gw.run(write(ack))
         read_back(at)
-        assert not runner.states[p].is_acked(offset)  # left to the writer
-        assert runner._folded_below(p) <= at
+        assert not lease_log.states[p].is_acked(offset)  # left to the writer
+        assert lease_log._folded_below(p) <= at
         if failed:
-            runner.writer.writing.discard(key)  # the write failed, as far as its caller knows
+            lease_log._writer.writing.discard(key)  # the write failed, as far as its caller knows
         else:
             gw.run(apply(ack, key))
-            assert runner.states[p].is_acked(offset)
+            assert lease_log.states[p].is_acked(offset)
         later_command()
-        assert runner.states[p].is_acked(offset)
-        assert runner._folded_below(p) > at and key not in runner.writer.writing
+        assert lease_log.states[p].is_acked(offset)
+        assert lease_log._folded_below(p) > at and key not in lease_log._writer.writing
 
     offset = third.record.offset
-    ack = Ack(p, ((offset, offset + 1),), runner.states[p].epoch)
+    ack = Ack(p, ((offset, offset + 1),), lease_log.states[p].epoch)
 
     async def write_while_taken_on_anew() -> tuple[bytes, int]:
         written = asyncio.ensure_future(write(ack))
         await asyncio.sleep(0)  # sent: its key is being written
         # Installed again, as on_assigned does, microseconds after: long before any reply.
-        await runner._install(p, runner.states[p], runner._folded[p], runner._log_applied[p])
+        lease_log.install(p, Recovered(lease_log.states[p], lease_log._folded[p], lease_log._log_applied[p]))
         return await written
 
     key, at = gw.run(write_while_taken_on_anew())
     read_back(at)
-    assert runner.states[p].is_acked(offset)  # the reader applied it
+    assert lease_log.states[p].is_acked(offset)  # the reader applied it
     gw.run(apply(ack, key))  # the writer's late apply folds nothing of its own
-    assert key not in runner.writer.writing and runner._folded_below(p) > at
+    assert key not in lease_log._writer.writing and lease_log._folded_below(p) > at

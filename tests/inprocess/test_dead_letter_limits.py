@@ -18,7 +18,7 @@ from confluent_kafka.admin import NewTopic as NewTopic  # type: ignore[attr-defi
 from google.pubsub_v1.services.publisher import PublisherClient as PublisherGapic
 from google.pubsub_v1.services.publisher.transports import PublisherGrpcTransport
 
-from gateway.core import runner
+from gateway.core import dead_letters
 from tests.e2e.clients import dead_lettering, pull_nothing, pull_until
 from tests.inprocess.conftest import InProcessGateway
 from tests.kafka_reads import committed_records
@@ -29,7 +29,7 @@ LIMIT = 60_000
 def test_a_dead_message_too_large_for_its_dead_letter_topic_waits_for_it(
     gw: InProcessGateway, names: Callable[..., str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(runner, "TOO_LARGE_RETRY_SECONDS", 2.0)
+    monkeypatch.setattr(dead_letters, "TOO_LARGE_RETRY_SECONDS", 2.0)
     bootstrap = gw.settings.kafka_bootstrap
     kafka = f"adopted-dead-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})

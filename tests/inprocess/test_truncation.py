@@ -218,6 +218,6 @@ def test_max_bytes_counts_what_is_not_fetched_yet(
     assert _texts(_pull(gw, sub, 1)) == {"m0"}
     wait_for("an event", lambda: trunc.pending(sub) >= 1)
     runner = gw.gateway.delivery._runners[sub]  # no public view of what it asked Kafka
-    assert runner._ends[1], "the partitions' ends were never asked: nothing was unfetched"
+    assert runner._truncation._ends[1], "the partitions' ends were never asked: nothing was unfetched"
     assert _texts(_pull(gw, sub, 3)) == {"m17", "m18", "m19"}
     assert gw.run(gw.gateway.delivery.pull(sub, 10, 1.0)) == []

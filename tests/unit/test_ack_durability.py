@@ -12,6 +12,7 @@ import pytest
 from gateway._pb.google.pubsub.v1 import pubsub_pb2
 from gateway.core import acks, exactly_once
 from gateway.core.acks import AckPath
+from gateway.core.log_writer import Logged
 from gateway.core.resources import Resource, StoredSubscription
 from gateway.core.tally import Tally
 from gateway.errors import AckIdsFailed
@@ -23,14 +24,29 @@ NAME = "projects/p/subscriptions/s"
 
 
 class Owner:
-    """Owns partition 0, where every lease is valid; records what is applied."""
+    """Owns partition 0, where every lease is valid, through `log` (a LeaseLog's stand-in whose
+    writes go to `writer`); records what is applied and what the streams heard."""
 
-    def __init__(self) -> None:
+    def __init__(self, writer: StuckWriter | SlowWriter) -> None:
         self.ready = asyncio.Event()
         self.tally = Tally()
         self.applied: list[Command] = []
-        self.told: list[Command] = []  # commands the streams heard of (tell_settled)
-        self.told_in_apply: list[Command] = []
+        self.told: list[Command] = []  # commands the streams heard of before they were applied
+        self.told_in_apply: list[Command] = []  # ... and once applied
+        self.log = _Log(self, writer)
+
+    def tell_settled(self, p: int, cmd: Command) -> None:
+        (self.told_in_apply if cmd in self.applied else self.told).append(cmd)
+
+    def tell_room(self, p: int, offsets: list[int]) -> None:
+        pass
+
+
+class _Log:
+    def __init__(self, owner: Owner, writer: StuckWriter | SlowWriter) -> None:
+        self._owner = owner
+        self.write = writer.write
+        self.defer = writer.defer
 
     def owns(self, p: int) -> bool:
         return p == 0
@@ -40,18 +56,13 @@ class Owner:
     ) -> list[bool | None]:
         return [True for _ in entries]
 
-    def order_acks(self, p: int, offsets: list[int]) -> list[int]:
-        return offsets
+    def order_acks(self, p: int, offsets: list[int]) -> tuple[list[int], list[int]]:
+        return offsets, []
 
-    def apply_local(self, p: int, cmd: Command, key: bytes | None, settles: bool = False) -> None:
-        self.applied.append(cmd)
-        if settles:
-            self.told_in_apply.append(cmd)
+    def apply(self, p: int, cmd: Command, key: bytes | None) -> None:
+        self._owner.applied.append(cmd)
 
-    def tell_settled(self, p: int, cmd: Command) -> None:
-        self.told.append(cmd)
-
-    def fold(self, p: int, key: bytes) -> None:
+    def claim(self, p: int, keys: Iterable[bytes]) -> None:
         pass
 
 
@@ -64,12 +75,12 @@ class StuckWriter:
         self.writes = 0
         self.deferred = 0
 
-    async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
+    async def write(self, partition: int, cmds: list[Command]) -> list[Logged]:
         self.writes += 1
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
-    def defer(self, partition: int, cmd: Command) -> asyncio.Future[list[tuple[bytes, int]]]:
+    def defer(self, partition: int, cmd: Command) -> asyncio.Future[list[Logged]]:
         self.writes += 1
         self.deferred += 1
         return asyncio.get_running_loop().create_future()
@@ -84,12 +95,12 @@ class SlowWriter:
         self.seconds = seconds
         self.writes = 0
 
-    async def write(self, partition: int, cmds: list[Command]) -> list[tuple[bytes, int]]:
+    async def write(self, partition: int, cmds: list[Command]) -> list[Logged]:
         self.writes += 1
         await asyncio.sleep(self.seconds)
-        return [(b"key", 0) for _ in cmds]
+        return [Logged(b"key", 0) for _ in cmds]
 
-    def defer(self, partition: int, cmd: Command) -> asyncio.Future[list[tuple[bytes, int]]]:
+    def defer(self, partition: int, cmd: Command) -> asyncio.Future[list[Logged]]:
         raise AssertionError("exactly-once writes nothing later: it waits for each write")
 
 
@@ -107,8 +118,9 @@ def _ids(n: int) -> list[str]:
 async def _settle(
     exactly_once_on: bool, seconds: int | None, writer: StuckWriter | SlowWriter | None = None
 ) -> tuple[Owner, BaseException | None]:
-    owner, writer = Owner(), writer or StuckWriter()
-    path = AckPath(lambda name: owner, lambda res: writer, admin=None, take_on=None)  # type: ignore[arg-type,return-value]
+    writer = writer or StuckWriter()
+    owner = Owner(writer)
+    path = AckPath(lambda name: owner, admin=None, take_on=None)  # type: ignore[arg-type,return-value]
     try:
         await asyncio.wait_for(path.settle(_subscription(exactly_once_on), _ids(3), seconds, False), 5)
     except AckIdsFailed as exc:

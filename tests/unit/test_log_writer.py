@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from gateway.core import acks
-from gateway.core.acks import LogWriter
+from gateway.core import log_writer
+from gateway.core.log_writer import LogWriter
 from gateway.leases import logformat
 from gateway.leases.commands import Ack, Command, SetDeadline
 
@@ -49,23 +49,23 @@ async def test_deferred_commands_go_with_the_next_write_in_order() -> None:
     await asyncio.wait_for(asyncio.gather(first, second, other), 1)
     # The write's own record first, then the deferred ones, one send per partition, in order.
     assert producer.sends == [(0, [ack]), (0, [_extend(1), _extend(2)]), (1, [elsewhere])]
-    assert written[0][1] == 0 and first.result()[0][1] == 1 and second.result()[0][1] == 2
-    keys = {written[0][0], first.result()[0][0], second.result()[0][0], other.result()[0][0]}
+    assert written[0].offset == 0 and first.result()[0].offset == 1 and second.result()[0].offset == 2
+    keys = {written[0].key, first.result()[0].key, second.result()[0].key, other.result()[0].key}
     # Keys of their own, held as being written until the runner folds them, as any write's.
     assert len(keys) == 4 and writer.writing == keys
 
 
 async def test_deferred_commands_go_on_their_own_after_a_while(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(acks, "DEFER_SECONDS", 0.05)
+    monkeypatch.setattr(log_writer, "DEFER_SECONDS", 0.05)
     producer = Recorder()
     writer = LogWriter(producer, "log", "w1")  # type: ignore[arg-type]
     deferred = writer.defer(0, _extend(1))
-    assert (await asyncio.wait_for(deferred, 1))[0][1] == 0
+    assert (await asyncio.wait_for(deferred, 1))[0].offset == 0
     assert producer.sends == [(0, [_extend(1)])]
 
 
 async def test_dropped_commands_are_never_written(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(acks, "DEFER_SECONDS", 0.05)
+    monkeypatch.setattr(log_writer, "DEFER_SECONDS", 0.05)
     producer = Recorder()
     writer = LogWriter(producer, "log", "w1")  # type: ignore[arg-type]
     deferred = writer.defer(0, _extend(1))
