@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 
+from gateway.leases.ranges import Range
+
+# The values commands carry are plain tuples, named here: a command is encoded as it is
+# (logformat.encode), and orjson refuses named tuples. Any tuple of the right shape will do.
+LeaseRef = tuple[int, int]  # (offset, generation): one delivery of a message, as its ack id names it
+LeaseRun = tuple[int, int, int, int]  # (start, end, generation, deadline_ms)
+AttemptRun = tuple[int, int, int]  # (start, end, deliveries)
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Ack:
     """Offsets acknowledged (ranges, half-open). Acks are final, whatever the generation."""
 
     partition: int
-    ranges: tuple[tuple[int, int], ...]
+    ranges: tuple[Range, ...]
     epoch: int = 0
 
 
@@ -25,7 +33,7 @@ class Lease:
     """Offsets delivered: each (offset, generation) leased until deadline_ms."""
 
     partition: int
-    entries: tuple[tuple[int, int], ...]
+    entries: tuple[LeaseRef, ...]
     deadline_ms: int
     epoch: int = 0
 
@@ -39,7 +47,7 @@ class SetDeadline:
     """
 
     partition: int
-    entries: tuple[tuple[int, int], ...]
+    entries: tuple[LeaseRef, ...]
     deadline_ms: int
     epoch: int = 0
 
@@ -54,12 +62,12 @@ class Checkpoint:
 
     partition: int
     watermark: int
-    acked: tuple[tuple[int, int], ...]
+    acked: tuple[Range, ...]
     # Runs: every offset in [start, end) that is not acked has this lease or delivery count.
     # A run may span acked offsets, so a few random acks do not split a pull's leases into
     # many entries (the checkpoint's size follows the pulls, not the messages).
-    leases: tuple[tuple[int, int, int, int], ...]  # (start, end, generation, deadline_ms)
-    attempts: tuple[tuple[int, int, int], ...]  # (start, end, deliveries) of delivered offsets
+    leases: tuple[LeaseRun, ...]
+    attempts: tuple[AttemptRun, ...]  # of delivered offsets
     epoch: int = 0
     # Every command below this lease-log offset is folded into the checkpoint (-1: unknown), so
     # a reader of the log needs the checkpoint and the commands from here on, not the history.

@@ -5,11 +5,16 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Iterator
 
+# (start, end) of a half-open range. A plain tuple, not a named one: ranges go into the lease
+# log's commands as they are (Ack.ranges, Checkpoint.acked), and orjson, which encodes those,
+# refuses a NamedTuple (a tuple subclass) outright.
+Range = tuple[int, int]
+
 
 class RangeSet:
     __slots__ = ("_ends", "_starts")
 
-    def __init__(self, ranges: Iterable[tuple[int, int]] = ()) -> None:
+    def __init__(self, ranges: Iterable[Range] = ()) -> None:
         self._starts: list[int] = []
         self._ends: list[int] = []
         for start, end in ranges:
@@ -64,7 +69,7 @@ class RangeSet:
         if self._starts and self._starts[0] < value:
             self._starts[0] = value
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:
+    def __iter__(self) -> Iterator[Range]:
         return zip(self._starts, self._ends, strict=True)
 
     def __len__(self) -> int:
@@ -81,9 +86,9 @@ class RangeSet:
         return f"RangeSet({list(self)!r})"
 
 
-def to_ranges(values: Iterable[int]) -> list[tuple[int, int]]:
+def to_ranges(values: Iterable[int]) -> list[Range]:
     """Compress integers into sorted half-open ranges."""
-    out: list[tuple[int, int]] = []
+    out: list[Range] = []
     ordered = iter(sorted(set(values)))
     first = next(ordered, None)
     if first is None:

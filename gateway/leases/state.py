@@ -11,15 +11,38 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeAlias, TypeVar
 
-from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
-from gateway.leases.ranges import RangeSet
+from gateway.leases.commands import Ack, Checkpoint, Command, Lease, LeaseRef, SetDeadline
+from gateway.leases.ranges import Range, RangeSet
 
 R = TypeVar("R")
 V = TypeVar("V")
 # Stale entries the expiry queue may hold beyond twice the leases before it is rebuilt.
 STALE_SLACK = 1024
+
+# What `take` and `take_dead` give out, one per message: plain tuples, named here only. A named
+# tuple costs 2-3 times a tuple to build (and more to unpack: CPython's fast path takes exact
+# tuples only), and these are made per delivered message.
+Taken: TypeAlias = tuple[int, int, R]  # (offset, generation, record): a message leased by `take`
+DeadLetter: TypeAlias = tuple[int, int, R]  # (offset, deliveries, record): due for the dead-letter topic
+
+
+class LeaseTerm(NamedTuple):
+    """A lease as `lease_of` tells it."""
+
+    generation: int
+    deadline_ms: int
+
+
+class AckOrder(NamedTuple):
+    """What `order_acks` makes of acks of leased messages under ordered delivery."""
+
+    now: list[int]  # to write now (with the provisional acks this frees)
+    held: list[int]  # held back until every earlier message of their key is acked
+
+
+_tuple_new = tuple.__new__  # a named tuple from a tuple, without the frame of its __new__
 
 
 class Budget(Generic[R]):
@@ -67,7 +90,8 @@ class PartitionState(Generic[R]):
         self.epoch = epoch
         self.watermark = watermark
         self.acked = RangeSet()
-        self.leases: dict[int, tuple[int, int]] = {}  # offset -> (generation, deadline_ms)
+        # offset -> (generation, deadline_ms): a plain tuple, made per delivery (see LeaseTerm)
+        self.leases: dict[int, tuple[int, int]] = {}
         self.attempts: dict[int, int] = {}  # offset -> deliveries so far, unacked offsets only
         self.records: dict[int, R] = {}  # content of unacked offsets held in memory
         self.next_offset = watermark  # the next offset the fetcher will hand over
@@ -130,7 +154,7 @@ class PartitionState(Generic[R]):
         message for the dead-letter topic, no ordered ack held back."""
         return not self.leases and not self._dead and not self._provisional
 
-    def take_dead(self) -> list[tuple[int, int, R]]:
+    def take_dead(self) -> list[DeadLetter[R]]:
         """Messages due for the dead-letter topic: (offset, deliveries, record), marked in flight."""
         out = []
         for offset, flying in self._dead.items():
@@ -148,11 +172,12 @@ class PartitionState(Generic[R]):
     def is_acked(self, offset: int) -> bool:
         return offset < self.watermark or offset in self.acked
 
-    def lease_of(self, offset: int) -> tuple[int, int] | None:
-        return self.leases.get(offset)
+    def lease_of(self, offset: int) -> LeaseTerm | None:
+        lease = self.leases.get(offset)
+        return None if lease is None else _tuple_new(LeaseTerm, lease)
 
     def judge(
-        self, entries: Iterable[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None = None
+        self, entries: Iterable[LeaseRef], acking: bool, now_ms: int, hold_until: int | None = None
     ) -> list[bool | None]:
         """For each (offset, generation) an ack id names: True if it names the current,
         unexpired lease, False if not; with `acking`, None for an offset acked already (acking
@@ -227,16 +252,14 @@ class PartitionState(Generic[R]):
 
     # -- the delivery side -----------------------------------------------------------------
 
-    def take(
-        self, n: int, now_ms: int, deadline_ms: int, budget: Budget[R] | None = None
-    ) -> list[tuple[int, int, R]]:
+    def take(self, n: int, now_ms: int, deadline_ms: int, budget: Budget[R] | None = None) -> list[Taken[R]]:
         """Lease up to n messages until deadline_ms: (offset, generation, record), oldest first.
 
         With a `budget`, only what it can still pay for: the first message that does not fit
         stays ready, untouched (no lease, no delivery attempt), and so do all after it."""
         self.expire(now_ms)
         self._promote(now_ms)
-        out: list[tuple[int, int, R]] = []
+        out: list[Taken[R]] = []
         batch_keys: set[bytes] = set()
         # Once per delivered message: what the loop reads, in locals.
         ready, ready_set, leases, records, attempts = (
@@ -291,7 +314,7 @@ class PartitionState(Generic[R]):
             self.dirty = True
         return out
 
-    def release(self, taken: Iterable[tuple[int, int]]) -> None:
+    def release(self, taken: Iterable[LeaseRef]) -> None:
         """Give back leases that never reached a client (their log write failed, or they did
         not fit a stream): the delivery did not happen, so it counts as no failure."""
         for offset, gen in taken:
@@ -331,14 +354,14 @@ class PartitionState(Generic[R]):
                 self._key_leases[key].discard(offset)
                 self._settle_key(key)
 
-    def order_acks(self, offsets: Iterable[int]) -> tuple[list[int], list[int]]:
+    def order_acks(self, offsets: Iterable[int]) -> AckOrder:
         """Ordered delivery: which acks of leased messages may be written now, and which are
         held back. An ack counts at once when every earlier message of its key still out is
         acked with it or before; the others become provisional (see `_provisional`). Returns
         (offsets to ack now, with the provisional ones this frees; offsets held back)."""
         acking = set(offsets)
         if self.key_of is None:
-            return sorted(acking), []
+            return AckOrder(sorted(acking), [])
         now: list[int] = []
         keys: dict[bytes, set[int]] = {}
         for offset in acking:
@@ -360,7 +383,7 @@ class PartitionState(Generic[R]):
                     held.append(offset)
                 elif not settled:
                     blocked = True
-        return sorted(now), sorted(held)
+        return AckOrder(sorted(now), sorted(held))
 
     def take_freed(self) -> list[int]:
         """Provisional acks whose key has nothing earlier out any more, because that was acked
@@ -404,7 +427,7 @@ class PartitionState(Generic[R]):
                 self._apply_checkpoint(cmd)
         self.dirty = True
 
-    def _apply_ack(self, ranges: Iterable[tuple[int, int]]) -> None:
+    def _apply_ack(self, ranges: Iterable[Range]) -> None:
         rare = self._rarely_used()  # (nothing below adds to them)
         leases, attempts, records, ready = self.leases, self.attempts, self.records, self._ready_set
         for start, end in ranges:
@@ -446,7 +469,7 @@ class PartitionState(Generic[R]):
         self._ready_set.discard(offset)
         self._lease(offset, gen, deadline_ms)
 
-    def _apply_deadline(self, entries: Iterable[tuple[int, int]], deadline_ms: int, now_ms: int) -> None:
+    def _apply_deadline(self, entries: Iterable[LeaseRef], deadline_ms: int, now_ms: int) -> None:
         leases = self.leases
         if deadline_ms <= now_ms or self.key_of is not None:
             for offset, gen in entries:
