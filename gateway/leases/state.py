@@ -24,7 +24,7 @@ STALE_SLACK = 1024
 # What `take` and `take_dead` give out, one per message: plain tuples, named here only. A named
 # tuple costs 2-3 times a tuple to build (and more to unpack: CPython's fast path takes exact
 # tuples only), and these are made per delivered message.
-Taken: TypeAlias = tuple[int, int, R]  # (offset, generation, record): a message leased by `take`
+Leased: TypeAlias = tuple[int, int, R]  # (offset, generation, record): a message leased by `take`
 DeadLetter: TypeAlias = tuple[int, int, R]  # (offset, deliveries, record): due for the dead-letter topic
 
 
@@ -252,14 +252,14 @@ class PartitionState(Generic[R]):
 
     # -- the delivery side -----------------------------------------------------------------
 
-    def take(self, n: int, now_ms: int, deadline_ms: int, budget: Budget[R] | None = None) -> list[Taken[R]]:
+    def take(self, n: int, now_ms: int, deadline_ms: int, budget: Budget[R] | None = None) -> list[Leased[R]]:
         """Lease up to n messages until deadline_ms: (offset, generation, record), oldest first.
 
         With a `budget`, only what it can still pay for: the first message that does not fit
         stays ready, untouched (no lease, no delivery attempt), and so do all after it."""
         self.expire(now_ms)
         self._promote(now_ms)
-        out: list[Taken[R]] = []
+        out: list[Leased[R]] = []
         batch_keys: set[bytes] = set()
         # Once per delivered message: what the loop reads, in locals.
         ready, ready_set, leases, records, attempts = (
