@@ -20,13 +20,79 @@ of the log partition is folded into this checkpoint, so readers may start there.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
 
 import orjson
 
 from gateway.leases.commands import Ack, Checkpoint, Command, Lease, SetDeadline
 
-VERSION = 1
+# The names of the format, for every reader and writer of the log (spark/ reads through them).
+VERSION: Final = 1
+
+KEY_SEPARATOR: Final = "."
+CHECKPOINT_KEY_PREFIX: Final = "s" + KEY_SEPARATOR  # s.<partition>.<epoch>
+COMMAND_KEY_PREFIX: Final = "e" + KEY_SEPARATOR  # e.<partition>.<writer>.<seq>
+CHECKPOINT_KEY_EPOCH: Final = 2  # where <epoch> is in a checkpoint key split at KEY_SEPARATOR
+
+TYPE_ACK: Final = "ack"
+TYPE_LEASE: Final = "lease"
+TYPE_DEADLINE: Final = "deadline"
+TYPE_CHECKPOINT: Final = "checkpoint"
+
+FIELD_VERSION: Final = "v"
+FIELD_TYPE: Final = "type"
+FIELD_PARTITION: Final = "p"
+FIELD_EPOCH: Final = "epoch"
+FIELD_RANGES: Final = "ranges"  # ack
+FIELD_DEADLINE: Final = "deadline"  # lease, deadline
+FIELD_ENTRIES: Final = "entries"  # lease, deadline
+FIELD_WATERMARK: Final = "watermark"  # checkpoint: these five
+FIELD_ACKED: Final = "acked"
+FIELD_LOG_OFFSET: Final = "log_offset"
+FIELD_LEASE_RUNS: Final = "lease_runs"
+FIELD_ATTEMPT_RUNS: Final = "attempt_runs"
+FIELD_LEASES: Final = "leases"  # the first checkpoint format, still read
+FIELD_ATTEMPTS: Final = "attempts"
+
+# encode writes a checkpoint's runs last, and each field of runs (`lease_runs`, or the first
+# format's `leases`) starts with `,"lease`: the text before this mark, closed with "}", holds
+# every other field of the checkpoint, so a reader that needs none of the runs can leave their
+# bulk undecoded (spark/acklog.py).
+CHECKPOINT_RUNS_MARK: Final = ',"lease'
+
+# Each field's type in Spark SQL, for readers that decode values with `from_json`.
+SPARK_TYPES: Final[Mapping[str, str]] = {
+    FIELD_VERSION: "INT",
+    FIELD_TYPE: "STRING",
+    FIELD_PARTITION: "INT",
+    FIELD_EPOCH: "BIGINT",
+    FIELD_RANGES: "ARRAY<ARRAY<BIGINT>>",
+    FIELD_DEADLINE: "BIGINT",
+    FIELD_ENTRIES: "ARRAY<ARRAY<BIGINT>>",
+    FIELD_WATERMARK: "BIGINT",
+    FIELD_ACKED: "ARRAY<ARRAY<BIGINT>>",
+    FIELD_LOG_OFFSET: "BIGINT",
+    FIELD_LEASE_RUNS: "ARRAY<ARRAY<BIGINT>>",
+    FIELD_ATTEMPT_RUNS: "ARRAY<ARRAY<BIGINT>>",
+    FIELD_LEASES: "ARRAY<ARRAY<BIGINT>>",
+    FIELD_ATTEMPTS: "ARRAY<ARRAY<BIGINT>>",
+}
+
+
+def spark_ddl(*fields: str) -> str:
+    """The Spark SQL DDL of `fields` (a schema for `from_json`), in that order."""
+    return ", ".join(f"{f} {SPARK_TYPES[f]}" for f in fields)
+
+
+# What a reader of acknowledgements decodes: the record's version, type and epoch, an ack's
+# ranges, a checkpoint's watermark and acked ranges. Not `p` (the log partition is the source
+# partition), nor a checkpoint's `log_offset` and runs.
+ACKED_FIELDS: Final = (FIELD_VERSION, FIELD_TYPE, FIELD_EPOCH, FIELD_WATERMARK, FIELD_ACKED, FIELD_RANGES)
+ACKED_SPARK_DDL: Final = spark_ddl(*ACKED_FIELDS)
+
+_CHECKPOINT_KEY_PREFIX: Final = CHECKPOINT_KEY_PREFIX.encode()
+_COMMAND_KEY_PREFIX: Final = COMMAND_KEY_PREFIX.encode()
 
 
 class BadLogRecord(ValueError):
@@ -36,44 +102,46 @@ class BadLogRecord(ValueError):
 def checkpoint_key(partition: int, epoch: int = 0) -> bytes:
     """One live key per partition and epoch; a seek starts a new epoch under a new key, so a
     late checkpoint of the old epoch can never replace it in compaction."""
-    return f"s.{partition}.{epoch}".encode()
+    return f"{CHECKPOINT_KEY_PREFIX}{partition}{KEY_SEPARATOR}{epoch}".encode()
 
 
 def is_checkpoint_key(key: bytes) -> bool:
-    return key.startswith(b"s.")
+    return key.startswith(_CHECKPOINT_KEY_PREFIX)
 
 
 def command_key(partition: int, writer: str, seq: int) -> bytes:
-    return f"e.{partition}.{writer}.{seq}".encode()
+    return f"{COMMAND_KEY_PREFIX}{partition}{KEY_SEPARATOR}{writer}{KEY_SEPARATOR}{seq}".encode()
 
 
 def command_prefix(partition: int) -> bytes:
     """What every command key of the partition starts with."""
-    return f"e.{partition}.".encode()
+    return f"{COMMAND_KEY_PREFIX}{partition}{KEY_SEPARATOR}".encode()
 
 
 def is_command_key(key: bytes) -> bool:
-    return key.startswith(b"e.")
+    return key.startswith(_COMMAND_KEY_PREFIX)
 
 
 def encode(cmd: Command) -> bytes:
     body: dict[str, Any]
     match cmd:
         case Ack():
-            body = {"type": "ack", "ranges": cmd.ranges}
+            body = {FIELD_TYPE: TYPE_ACK, FIELD_RANGES: cmd.ranges}
         case Lease():
-            body = {"type": "lease", "deadline": cmd.deadline_ms, "entries": cmd.entries}
+            body = {FIELD_TYPE: TYPE_LEASE, FIELD_DEADLINE: cmd.deadline_ms, FIELD_ENTRIES: cmd.entries}
         case SetDeadline():
-            body = {"type": "deadline", "deadline": cmd.deadline_ms, "entries": cmd.entries}
+            body = {FIELD_TYPE: TYPE_DEADLINE, FIELD_DEADLINE: cmd.deadline_ms, FIELD_ENTRIES: cmd.entries}
         case Checkpoint():
-            body = {"type": "checkpoint", "watermark": cmd.watermark, "acked": cmd.acked}
+            body = {FIELD_TYPE: TYPE_CHECKPOINT, FIELD_WATERMARK: cmd.watermark, FIELD_ACKED: cmd.acked}
             if cmd.log_offset >= 0:
-                body["log_offset"] = cmd.log_offset
-            body["lease_runs"] = cmd.leases
-            body["attempt_runs"] = cmd.attempts
+                body[FIELD_LOG_OFFSET] = cmd.log_offset
+            body[FIELD_LEASE_RUNS] = cmd.leases  # the runs last: CHECKPOINT_RUNS_MARK
+            body[FIELD_ATTEMPT_RUNS] = cmd.attempts
     # orjson: the same compact JSON as json.dumps with separators (",", ":"), ~10x faster; every
     # delivery and deadline change is encoded here, one [offset, generation] pair per message.
-    return orjson.dumps({"v": VERSION, "p": cmd.partition, "epoch": cmd.epoch, **body})
+    return orjson.dumps(
+        {FIELD_VERSION: VERSION, FIELD_PARTITION: cmd.partition, FIELD_EPOCH: cmd.epoch, **body}
+    )
 
 
 def _int(x: Any) -> int:
@@ -93,30 +161,30 @@ def decode(value: bytes) -> Command:
         d = orjson.loads(value)  # NaN and Infinity are no JSON to it: refused, as they must be
         if not isinstance(d, dict):
             raise BadLogRecord("a lease-log value must be a JSON object")
-        if d.get("v") != VERSION:
-            raise BadLogRecord(f"unknown lease-log version {d.get('v')!r}")
-        p, epoch, kind = int(d["p"]), int(d.get("epoch", 0)), d["type"]
-        if kind == "ack":
-            return Ack(p, _pairs(d["ranges"]), epoch)
-        if kind == "lease":
-            return Lease(p, _pairs(d["entries"]), int(d["deadline"]), epoch)
-        if kind == "deadline":
-            return SetDeadline(p, _pairs(d["entries"]), int(d["deadline"]), epoch)
-        if kind == "checkpoint":
-            if "lease_runs" in d:
-                leases = tuple((_int(s), _int(e), _int(g), _int(t)) for s, e, g, t in d["lease_runs"])
-                attempts = tuple((_int(s), _int(e), _int(n)) for s, e, n in d["attempt_runs"])
+        if d.get(FIELD_VERSION) != VERSION:
+            raise BadLogRecord(f"unknown lease-log version {d.get(FIELD_VERSION)!r}")
+        p, epoch, kind = int(d[FIELD_PARTITION]), int(d.get(FIELD_EPOCH, 0)), d[FIELD_TYPE]
+        if kind == TYPE_ACK:
+            return Ack(p, _pairs(d[FIELD_RANGES]), epoch)
+        if kind == TYPE_LEASE:
+            return Lease(p, _pairs(d[FIELD_ENTRIES]), int(d[FIELD_DEADLINE]), epoch)
+        if kind == TYPE_DEADLINE:
+            return SetDeadline(p, _pairs(d[FIELD_ENTRIES]), int(d[FIELD_DEADLINE]), epoch)
+        if kind == TYPE_CHECKPOINT:
+            if FIELD_LEASE_RUNS in d:
+                leases = tuple((_int(s), _int(e), _int(g), _int(t)) for s, e, g, t in d[FIELD_LEASE_RUNS])
+                attempts = tuple((_int(s), _int(e), _int(n)) for s, e, n in d[FIELD_ATTEMPT_RUNS])
             else:  # the first format: one entry per offset
-                leases = tuple((_int(o), _int(o) + 1, _int(g), _int(t)) for o, g, t in d["leases"])
-                attempts = tuple((o, o + 1, n) for o, n in _pairs(d["attempts"]))
+                leases = tuple((_int(o), _int(o) + 1, _int(g), _int(t)) for o, g, t in d[FIELD_LEASES])
+                attempts = tuple((o, o + 1, n) for o, n in _pairs(d[FIELD_ATTEMPTS]))
             return Checkpoint(
                 p,
-                int(d["watermark"]),
-                _pairs(d["acked"]),
+                int(d[FIELD_WATERMARK]),
+                _pairs(d[FIELD_ACKED]),
                 leases,
                 attempts,
                 epoch,
-                _int(d.get("log_offset", -1)),
+                _int(d.get(FIELD_LOG_OFFSET, -1)),
             )
     except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise BadLogRecord(f"unreadable lease-log record: {exc}") from exc
