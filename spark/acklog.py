@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -44,10 +45,6 @@ from spark.subscription import Subscription
 log = logging.getLogger(__name__)
 BUCKET = 1024
 FETCH_BYTES = str(16 << 20)  # per fetch (not 50 MiB): checkpoints may be megabytes each
-LOG_SCHEMA = (
-    "v INT, type STRING, epoch BIGINT, watermark BIGINT, "
-    "acked ARRAY<ARRAY<BIGINT>>, ranges ARRAY<ARRAY<BIGINT>>"
-)
 SEEK_WAIT = 10.0  # seconds a snapshot waits for the checkpoints of an epoch a Seek has just begun
 
 
@@ -100,7 +97,7 @@ def live_keys(raw: DataFrame) -> DataFrame:
         key.alias("k"),
         "offset",
         F.col("value").isNull().alias("tombstone"),
-        F.when(key.startswith("e."), F.col("value")).alias("cmd"),
+        F.when(key.startswith(logformat.COMMAND_KEY_PREFIX), F.col("value")).alias("cmd"),
     )
     latest = small.groupBy("p", "k").agg(
         F.max("offset").alias("offset"),
@@ -112,9 +109,10 @@ def live_keys(raw: DataFrame) -> DataFrame:
 
 def current_checkpoints(live: DataFrame) -> DataFrame:
     """(cp_p, cp_offset): where each partition's checkpoint of the highest epoch is."""
-    epoch = F.split(F.col("k"), r"\.")[2].cast("bigint")
+    parts = F.split(F.col("k"), re.escape(logformat.KEY_SEPARATOR))
+    epoch = parts[logformat.CHECKPOINT_KEY_EPOCH].cast("bigint")
     return (
-        live.where(F.col("k").startswith("s."))
+        live.where(F.col("k").startswith(logformat.CHECKPOINT_KEY_PREFIX))
         .groupBy("p")
         .agg(F.max_by("offset", epoch).alias("cp_offset"))
         .withColumnRenamed("p", "cp_p")
@@ -122,29 +120,39 @@ def current_checkpoints(live: DataFrame) -> DataFrame:
 
 
 def _decoded(df: DataFrame, p: str, j: Column, kind: str) -> DataFrame:
-    """The fields of the decoded values of one type. `inline` decodes each value once: the
-    optimizer would otherwise give every field its own `from_json` of the whole text."""
+    """(p, epoch, watermark, acked, ranges) of the decoded values of one type. `inline` decodes
+    each value once: the optimizer would otherwise give every field its own `from_json` of the
+    whole text."""
     return (
         df.select(F.col(p).alias("p"), F.inline(F.array(j)))
-        .where((F.col("v") == 1) & (F.col("type") == kind))
-        .select("p", F.coalesce("epoch", F.lit(0)).alias("epoch"), "watermark", "acked", "ranges")
+        .where((F.col(logformat.FIELD_VERSION) == logformat.VERSION) & (F.col(logformat.FIELD_TYPE) == kind))
+        .select(
+            "p",
+            F.coalesce(logformat.FIELD_EPOCH, F.lit(0)).alias("epoch"),
+            F.col(logformat.FIELD_WATERMARK).alias("watermark"),
+            F.col(logformat.FIELD_ACKED).alias("acked"),
+            F.col(logformat.FIELD_RANGES).alias("ranges"),
+        )
     )
 
 
 def _json(value: Column) -> Column:
-    return F.from_json(value.cast("string"), LOG_SCHEMA)
+    return F.from_json(value.cast("string"), logformat.ACKED_SPARK_DDL)
 
 
 def _as_checkpoints(records: DataFrame) -> DataFrame:
     """Decoded checkpoints, without their bulk when possible: the gateway writes `lease_runs`
     and `attempt_runs` (`leases` and `attempts` in the first format) after `acked`, so the text
-    before `,"lease` (closed) holds all that is needed; any other layout is decoded whole."""
+    before `,"lease` (logformat.CHECKPOINT_RUNS_MARK; closed) holds all that is needed; any
+    other layout is decoded whole."""
     text = F.col("value").cast("string")
-    head = F.from_json(F.concat(F.substring_index(text, ',"lease', 1), F.lit("}")), LOG_SCHEMA)
+    before_runs = F.substring_index(text, logformat.CHECKPOINT_RUNS_MARK, 1)
+    head = F.from_json(F.concat(before_runs, F.lit("}")), logformat.ACKED_SPARK_DDL)
     heads = records.select("partition", "value", head.alias("head"))  # one decoding per record
-    complete = F.col("head.watermark").isNotNull() & F.col("head.acked").isNotNull()
-    j = F.when(complete, F.col("head")).otherwise(_json(F.col("value")))
-    return _decoded(heads, "partition", j, "checkpoint").select(
+    fields = F.col("head")
+    complete = fields[logformat.FIELD_WATERMARK].isNotNull() & fields[logformat.FIELD_ACKED].isNotNull()
+    j = F.when(complete, fields).otherwise(_json(F.col("value")))
+    return _decoded(heads, "partition", j, logformat.TYPE_CHECKPOINT).select(
         F.col("p").alias("ack_p"),
         F.col("epoch").alias("ack_epoch"),
         F.col("watermark").alias("ack_watermark"),
@@ -230,7 +238,7 @@ def _state(checkpoints: DataFrame, commands: DataFrame) -> AckState:
     positions = checkpoints.drop("acked")
     from_checkpoints = checkpoints.select("ack_p", "ack_watermark", F.explode("acked").alias("r"))
     from_commands = (
-        _decoded(commands, "p", _json(F.col("cmd")), "ack")
+        _decoded(commands, "p", _json(F.col("cmd")), logformat.TYPE_ACK)
         .select("p", "epoch", F.explode("ranges").alias("r"))
         .join(positions, (F.col("p") == F.col("ack_p")) & (F.col("epoch") == F.col("ack_epoch")))
         .select("ack_p", "ack_watermark", "r")

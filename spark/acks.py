@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from gateway.leases import logformat
 from spark import driver
 from spark.options import KafkaConnection, connection
 from spark.subscription import DEFAULT_PREFIX, load
@@ -44,16 +45,19 @@ def commands(df: DataFrame, epoch: int, writer: str) -> DataFrame:
         .groupBy("p", "seq")
         .agg(F.sort_array(F.collect_list(F.array("s", "e"))).alias("ranges"))
     )
-    value = F.to_json(
+    value = F.to_json(  # the fields in this order, as Spark has always written them
         F.struct(
-            F.lit(1).alias("v"),
-            F.lit("ack").alias("type"),
-            F.col("p"),
-            F.lit(epoch).cast("bigint").alias("epoch"),
-            F.col("ranges"),
+            F.lit(logformat.VERSION).alias(logformat.FIELD_VERSION),
+            F.lit(logformat.TYPE_ACK).alias(logformat.FIELD_TYPE),
+            F.col("p").alias(logformat.FIELD_PARTITION),
+            F.lit(epoch).cast("bigint").alias(logformat.FIELD_EPOCH),
+            F.col("ranges").alias(logformat.FIELD_RANGES),
         )
     )
-    key = F.concat_ws(".", F.lit("e"), F.col("p"), F.lit(writer), F.col("seq"))
+    sep = logformat.KEY_SEPARATOR
+    key = F.concat(
+        F.lit(logformat.COMMAND_KEY_PREFIX), F.concat_ws(sep, F.col("p"), F.lit(writer), F.col("seq"))
+    )
     return chunks.select(F.col("p").alias("partition"), key.alias("key"), value.alias("value"))
 
 

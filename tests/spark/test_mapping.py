@@ -107,6 +107,43 @@ def test_ack_commands_are_log_records(spark: SparkSession) -> None:
         assert acked == set(offsets[r["partition"]])
 
 
+def test_ack_commands_are_pinned_byte_for_byte(spark: SparkSession) -> None:
+    """What Spark writes (its own field order, not encode's): existing readers depend on it."""
+    df = spark.createDataFrame([(2, 5), (2, 6), (2, 9)], "partition INT, offset BIGINT")
+    [row] = commands(df, epoch=3, writer="spark-w").collect()
+    assert row["key"] == logformat.command_key(2, "spark-w", 0).decode() == "e.2.spark-w.0"
+    assert row["value"] == '{"v":1,"type":"ack","p":2,"epoch":3,"ranges":[[5,7],[9,10]]}'
+
+
+def test_the_log_schema_reads_what_encode_writes(spark: SparkSession) -> None:
+    schema = T.StructType.fromDDL(logformat.ACKED_SPARK_DDL)
+    assert tuple(schema.fieldNames()) == logformat.ACKED_FIELDS
+    values = [
+        (0, logformat.encode(Ack(0, ((10, 20),), 4))),
+        (1, logformat.encode(Checkpoint(1, 7, ((8, 9),), ((9, 11, 1, 5),), ((9, 11, 1),), 4, log_offset=3))),
+    ]
+    df = spark.createDataFrame(values, "partition INT, value BINARY")
+    got = {
+        r["partition"]: r["j"] for r in df.select("partition", acklog._json(df["value"]).alias("j")).collect()
+    }
+    assert got[0].asDict() == {
+        "v": 1,
+        "type": "ack",
+        "epoch": 4,
+        "watermark": None,
+        "acked": None,
+        "ranges": [[10, 20]],
+    }
+    assert got[1].asDict() == {
+        "v": 1,
+        "type": "checkpoint",
+        "epoch": 4,
+        "watermark": 7,
+        "acked": [[8, 9]],
+        "ranges": None,
+    }
+
+
 def test_checkpoints_decode_in_any_key_order(spark: SparkSession) -> None:
     cp = Checkpoint(0, 10, ((11, 12), (14, 20)), ((12, 13, 1, 1700000000000),), ((12, 13, 1),), 2)
     ours = logformat.encode(cp)
