@@ -15,9 +15,9 @@ from gateway.core.lease_log import LeaseLog
 from gateway.core.policies import Policies, dead_letter_headers
 from gateway.core.tally import Tally
 from gateway.errors import InvalidArgument, PermissionDenied
-from gateway.kafka.producer import TransactionalSender
+from gateway.kafka.producer import TransactionalSender, TxnRecord
 from gateway.leases.commands import Command
-from gateway.leases.state import PartitionState
+from gateway.leases.state import DeadLetter, PartitionState
 from gateway.translate.records import Record
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ DENIED_RETRY_SECONDS = 5.0
 # max.message.bytes) stays in the subscription, undelivered, and is tried again this often.
 TOO_LARGE_RETRY_SECONDS = 60.0
 
-Dead = tuple[int, int, Record]  # (offset, deliveries, record): PartitionState.take_dead
+Dead = DeadLetter[Record]  # (offset, deliveries, record): PartitionState.take_dead
 
 
 class DeadLetters:
@@ -173,7 +173,9 @@ class DeadLetters:
             sender = TransactionalSender(self._config, f"{self._txn_prefix}.{self._log.topic}.{p}")
             await sender.start()
             self._senders[p] = sender
-        letters = [(target, None, r.key, r.value, dead_letter_headers(r, self.name, n)) for _, n, r in dead]
+        letters = [
+            TxnRecord(target, None, r.key, r.value, dead_letter_headers(r, self.name, n)) for _, n, r in dead
+        ]
         ack = await self._log.ack_in(sender, p, (o for o, _, _ in dead), letters)
         self._settled(p, ack)
         self._tally().on_dead_lettered(p, [o for o, _, _ in dead])

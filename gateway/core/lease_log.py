@@ -31,12 +31,12 @@ from gateway.clock import now_ms
 from gateway.core.log_writer import Logged as Logged
 from gateway.core.log_writer import LogWriter
 from gateway.kafka import consumer as kafka_consumer
-from gateway.kafka.producer import Producer, TransactionalSender
+from gateway.kafka.producer import Producer, TransactionalSender, TxnRecord
 from gateway.leases import logformat
-from gateway.leases.commands import Ack, Checkpoint, Command
+from gateway.leases.commands import Ack, Checkpoint, Command, LeaseRef
 from gateway.leases.fold import fold
-from gateway.leases.ranges import to_ranges
-from gateway.leases.state import PartitionState
+from gateway.leases.ranges import Range, to_ranges
+from gateway.leases.state import AckOrder, PartitionState
 from gateway.translate.meta import applied_group
 from gateway.translate.records import Record
 
@@ -66,7 +66,7 @@ class Position(NamedTuple):
     """Where a new epoch starts a partition: below `watermark` all is acked, and so are `acked`."""
 
     watermark: int
-    acked: tuple[tuple[int, int], ...] = ()
+    acked: tuple[Range, ...] = ()
 
 
 class ReadBack(NamedTuple):
@@ -190,14 +190,14 @@ class LeaseLog:
         self._writer.flush()
 
     async def ack_in(
-        self, sender: TransactionalSender, p: int, offsets: Iterable[int], records: list[Any]
+        self, sender: TransactionalSender, p: int, offsets: Iterable[int], records: list[TxnRecord]
     ) -> Ack:
         """Ack `offsets` in the same transaction as `records` (the dead letters), and apply it
         here once committed. Returns the ack."""
         ack = Ack(p, tuple(to_ranges(offsets)), self.epoch(p))
         key = self._writer.key(p)
         with self._writer.holding([key]):  # applied here, as a write's: not by the reader
-            await sender.send([*records, (self.topic, p, key, logformat.encode(ack), None)])
+            await sender.send([*records, TxnRecord(self.topic, p, key, logformat.encode(ack), None)])
         self.apply(p, ack, key)
         return ack
 
@@ -225,12 +225,12 @@ class LeaseLog:
         return state.epoch if state is not None else 0
 
     def judge(
-        self, p: int, entries: Iterable[tuple[int, int]], acking: bool, now_ms: int, hold_until: int | None
+        self, p: int, entries: Iterable[LeaseRef], acking: bool, now_ms: int, hold_until: int | None
     ) -> list[bool | None]:
         """Which (offset, generation) of partition p name current leases: PartitionState.judge."""
         return self.states[p].judge(entries, acking, now_ms, hold_until)
 
-    def order_acks(self, p: int, offsets: list[int]) -> tuple[list[int], list[int]]:
+    def order_acks(self, p: int, offsets: list[int]) -> AckOrder:
         """Of acks of leased messages, (those to write now, those held back behind an earlier
         message of their ordering key): PartitionState.order_acks."""
         return self.states[p].order_acks(offsets)
@@ -315,11 +315,11 @@ class LeaseLog:
 
     # -- what other processes write, read back -----------------------------------------------
 
-    def _on_log(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
+    def _on_log(self, batch: list[kafka_consumer.TailEntry]) -> None:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._apply_log, batch)
 
-    def _apply_log(self, batch: list[tuple[str, int, int, bytes | None, bytes | None]]) -> None:
+    def _apply_log(self, batch: list[kafka_consumer.TailEntry]) -> None:
         now = now_ms()
         for p in list(self._read_back):
             self._settle_read_back(p, now)

@@ -28,7 +28,7 @@ from gateway.core.tally import Tally
 from gateway.core.truncation_policy import PolicyTruncation
 from gateway.errors import PermissionDenied
 from gateway.kafka import consumer as kafka_consumer
-from gateway.leases.commands import Ack, Command, Lease, SetDeadline
+from gateway.leases.commands import Ack, Command, Lease, LeaseRef, SetDeadline
 from gateway.leases.ranges import to_ranges
 from gateway.leases.state import Budget, PartitionState
 from gateway.translate import ackids
@@ -62,13 +62,9 @@ TRUNCATION_CHECK_SECONDS = 1.0
 _wire_size: Callable[[Record], int] = operator.attrgetter("wire_size")  # no frame of its own
 
 
-class Taken(NamedTuple):
-    """A message leased to a delivery: `generation` counts its deliveries."""
-
-    partition: int
-    offset: int
-    generation: int
-    record: Record
+# A message leased to a delivery: (partition, offset, generation, record), the generation
+# counting its deliveries. A plain tuple, one per message: a NamedTuple costs ~180 ns more each.
+Taken = tuple[int, int, int, Record]
 
 
 class Delivery(NamedTuple):  # a tuple: one per delivered message
@@ -77,8 +73,7 @@ class Delivery(NamedTuple):  # a tuple: one per delivered message
     attempt: int  # delivery_attempt as the API reports it: 0 without a dead-letter policy
 
 
-# Taken((...)) and Delivery((...)) without a frame of their own: one of each per message.
-_new_taken = functools.partial(tuple.__new__, Taken)
+# Delivery((...)) without a frame of its own: one per message.
 _new_delivery = functools.partial(tuple.__new__, Delivery)
 
 
@@ -400,7 +395,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                     break
                 got = state.take(min(want, share) if rnd == 0 else want, now, deadline_ms, budget)
                 p = state.partition
-                out.extend(_new_taken((p, o, g, r)) for o, g, r in got)
+                out.extend((p, o, g, r) for o, g, r in got)
         if out:
             self.last_taken = time.monotonic()
         self._update_wants()
@@ -412,7 +407,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         under way after LEASE_PATIENCE_SECONDS (its log lost its leader) is left out of this
         delivery and of later takes until the write ends, and then gives them back: one dead
         broker does not hold up the partitions the others lead."""
-        by_partition: dict[int, list[tuple[int, int]]] = {}
+        by_partition: dict[int, list[LeaseRef]] = {}
         for p, o, g, _ in taken:
             by_partition.setdefault(p, []).append((o, g))
         writes = {
@@ -444,9 +439,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
             raise failed
         return [t for t in taken if t[0] in durable] if len(durable) < len(writes) else taken
 
-    def _late_lease(
-        self, p: int, entries: list[tuple[int, int]], write: asyncio.Future[list[Logged]]
-    ) -> None:
+    def _late_lease(self, p: int, entries: list[LeaseRef], write: asyncio.Future[list[Logged]]) -> None:
         """A lease write given up on by its delivery has ended: the messages go back."""
         self._stalled.discard(p)
         state = self.states.get(p)
@@ -470,7 +463,7 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
     def owns(self, p: int) -> bool:
         return p in self.states
 
-    def give_back(self, p: int, taken: list[tuple[int, int]]) -> None:
+    def give_back(self, p: int, taken: list[LeaseRef]) -> None:
         """Release leases taken but not handed out ((offset, generation) of partition p)."""
         state = self.states.get(p)
         if state is not None:
