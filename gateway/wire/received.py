@@ -7,12 +7,16 @@ official Go client). Both responses keep their messages in field 1 (`received_me
 protobuf message is the concatenation of its fields in any order, so a response is sent as these
 bytes followed by the serialized rest of it (`Encoded`).
 
-A plain record (no headers, no key: what Pub/Sub publishers without attributes or ordering keys
-write) is encoded here: ack_id (1), message (2: data 1, message_id 3, publish_time 4), and
-delivery_attempt (3) when not 0, the fields in number order and defaults left out as the protobuf
-runtime does, so the bytes are the runtime's own (tests/unit/test_received.py checks them against
-it). Any other record goes through the runtime (`records.to_message`, the schema marks), and only
-its bytes are spliced in.
+Messages are encoded here: ack_id (1), message (2: data 1, attributes 2, message_id 3,
+publish_time 4, ordering_key 5), and delivery_attempt (3) when not 0, the fields in number order
+and defaults left out as the protobuf runtime does. A plain record's bytes (no headers, no key:
+what publishers without attributes or ordering keys write) are the runtime's own; with
+attributes, they decode to what the runtime builds (a map's entries may come in any order):
+tests/unit/test_received.py checks both. Each header is an attribute, its value as it is when it
+is UTF-8, and the record's key the ordering key. What needs more than that goes through the
+runtime (`records.to_message`), and only its bytes are spliced in: a header value that is not
+UTF-8 (an attribute `<name>-base64`), a key that is no ordering key (`kafka-key-base64`), and a
+topic's schema marks. Publishers through the API never write those.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway.translate import records
+from gateway.translate.limits import MAX_ORDERING_KEY_BYTES
+from gateway.translate.records import NUMERIC_HEADER
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
@@ -65,23 +71,81 @@ def encode(deliveries: Sequence[Delivery], marks: SchemaMarks | None = None) -> 
     last_ms, stamp = None, b""
     for ack_id, r, attempt in deliveries:
         aid = ack_id.encode()
+        if r.timestamp_ms != last_ms:
+            last_ms = r.timestamp_ms
+            ts = _timestamp(last_ms)
+            stamp = b'"' + small[len(ts)] + ts  # field 4, always present, as the runtime has it
         if r.headers is None and r.key is None:
-            if r.timestamp_ms != last_ms:
-                last_ms = r.timestamp_ms
-                ts = _timestamp(last_ms)
-                stamp = b'"' + small[len(ts)] + ts  # field 4, always present, as the runtime has it
             mid = message_id(r.partition, r.offset).encode()
             data = r.value
             if data:
                 msg = b"".join((b"\n", length(len(data)), data, b"\x1a", small[len(mid)], mid, stamp))
             else:
                 msg = b"\x1a" + small[len(mid)] + mid + stamp
+        elif marks is None:
+            msg = _attributed(r, stamp) or _general(r, marks)
         else:
             msg = _general(r, marks)
         tail = b"\x18" + length(attempt) if attempt else b""  # attempts are positive and small
         size_aid, size_msg = small[len(aid)], length(len(msg))
         body = 2 + len(size_aid) + len(aid) + len(size_msg) + len(msg) + len(tail)
         extend((b"\n", length(body), b"\n", size_aid, aid, b"\x12", size_msg, msg, tail))
+    return b"".join(parts)
+
+
+# Each attribute name's start of a map entry: field 1 and the name, ready made (names repeat).
+_NAMES: dict[str, bytes] = {}
+_MAX_NAMES = 10_000
+
+
+def _name(name: str) -> bytes:
+    k = name.encode()  # UnicodeEncodeError for a name protobuf would refuse too
+    made = b"\n" + _length(len(k)) + k
+    if len(_NAMES) >= _MAX_NAMES:
+        _NAMES.clear()
+    _NAMES[name] = made
+    return made
+
+
+def _attributed(r: records.Record, stamp: bytes) -> bytes | None:
+    """A PubsubMessage of a record with headers or a key whose headers are attributes as they
+    are and whose key is its ordering key; None for any other (see the module's docstring)."""
+    small, names = _SMALL, _NAMES
+    parts: list[bytes] = []
+    data = r.value
+    if data:
+        parts += (b"\n", _length(len(data)), data)
+    try:
+        for name, raw in r.headers or ():
+            head = names.get(name)
+            if head is None:
+                if name == NUMERIC_HEADER:
+                    continue
+                head = _name(name)
+            if type(raw) is bytes:
+                if not raw.isascii():
+                    raw.decode()  # not UTF-8: `<name>-base64`
+                value = raw
+            elif raw is None:
+                value = b""
+            else:
+                value = str(raw).encode()
+            n = len(value)
+            size = small[n] if n < 16384 else varint(n)
+            entry = len(head) + 1 + len(size) + n
+            parts += (b"\x12", small[entry] if entry < 16384 else varint(entry), head, b"\x12", size, value)
+        key = r.key
+        ordering = b""
+        if key:
+            if len(key) > MAX_ORDERING_KEY_BYTES:
+                return None
+            if not key.isascii():
+                key.decode()
+            ordering = b"*" + small[len(key)] + key  # field 5
+    except UnicodeError:
+        return None
+    mid = records.message_id(r.partition, r.offset).encode()
+    parts += (b"\x1a", small[len(mid)], mid, stamp, ordering)
     return b"".join(parts)
 
 

@@ -84,12 +84,34 @@ def test_plain_records_encode_to_the_runtimes_bytes(got: list[Delivery]) -> None
     assert received.encode(got) == runtime(got).SerializeToString()
 
 
-@hsettings(max_examples=300)
-@given(deliveries(any_records))
-def test_any_record_decodes_to_what_the_runtime_builds(got: list[Delivery]) -> None:
+@hsettings(max_examples=500)
+@given(deliveries(any_records), st.booleans())
+def test_any_record_decodes_to_what_the_runtime_builds(got: list[Delivery], marked: bool) -> None:
     # A map's entries may come in any order, so the bytes are compared decoded.
-    marks = Marks()
+    marks = Marks() if marked else None
     assert pb.PullResponse.FromString(received.encode(got, marks)) == runtime(got, marks)
+
+
+def test_attributes_and_ordering_keys_are_encoded_without_the_runtime(monkeypatch: Any) -> None:
+    """What publishers write (UTF-8 header values, a UTF-8 key) does not go through the
+    runtime; a header value that is not UTF-8, a key that is none, or a numeric-labels mark does."""
+    went: list[Record] = []
+    general = received._general
+    monkeypatch.setattr(received, "_general", lambda r, marks: went.append(r) or general(r, marks))
+    plain = [
+        record(0, 1, 5, b"key", b"x", [("a", b"1"), ("b", "two"), ("c", None), ("\u00e9", "\u00e9".encode())]),
+        record(0, 2, 5, "\u00fc".encode(), None, None),
+        record(0, 3, 5, None, b"", [("only", b"")]),
+        record(0, 4, 5, None, b"y", [(records.NUMERIC_HEADER, b'["n"]'), ("n", b"7")]),
+    ]
+    other = [
+        record(0, 5, 5, None, b"z", [("bin", b"\xff")]),
+        record(0, 6, 5, b"\xff", b"z", None),
+        record(0, 7, 5, b"k" * 1025, b"z", None),
+    ]
+    got = [Delivery(f"id-{r.offset}", r, 0) for r in plain + other]
+    assert pb.PullResponse.FromString(received.encode(got)) == runtime(got)
+    assert went == other
 
 
 def test_a_response_is_its_messages_and_the_rest_of_it() -> None:
