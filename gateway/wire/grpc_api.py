@@ -35,7 +35,7 @@ from gateway.core.topic_schemas import SchemaMarks
 from gateway.core.topics import TopicService
 from gateway.errors import AckIdsFailed, GatewayError, InvalidArgument
 from gateway.translate import limits
-from gateway.translate.limits import outgoing
+from gateway.translate.limits import outgoing_of
 from gateway.wire import received
 from gateway.wire.access import CALLER, FORWARDED, CallGuard, Context
 from gateway.wire.peers import DETAILS_KEY
@@ -177,7 +177,7 @@ class Publisher(Servicer, pb_grpc.PublisherServicer):
 
     @_guard
     async def Publish(self, request: pb.PublishRequest, context: Context) -> pb.PublishResponse:
-        messages = [outgoing((m.data, m.attributes, m.ordering_key, ())) for m in request.messages]
+        messages = outgoing_of(request.messages)
         ids = await self._topics.publish(request.topic, messages)
         return pb.PublishResponse(message_ids=ids)
 
