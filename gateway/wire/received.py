@@ -16,7 +16,8 @@ tests/unit/test_received.py checks both. Each header is an attribute, its value 
 is UTF-8, and the record's key the ordering key. What needs more than that goes through the
 runtime (`records.to_message`), and only its bytes are spliced in: a header value that is not
 UTF-8 (an attribute `<name>-base64`), a key that is no ordering key (`kafka-key-base64`), and a
-topic's schema marks. Publishers through the API never write those.
+message a schema validated (its schema attributes are marked as they read now: SchemaMarks).
+Publishers through the API write only the last, and only to a topic with a schema.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
+from gateway.schemas.names import ATTR_SCHEMA_NAME
 from gateway.translate import records
 from gateway.translate.limits import MAX_ORDERING_KEY_BYTES
 from gateway.translate.records import NUMERIC_HEADER
@@ -82,10 +84,8 @@ def encode(deliveries: Sequence[Delivery], marks: SchemaMarks | None = None) -> 
                 msg = b"".join((b"\n", length(len(data)), data, b"\x1a", small[len(mid)], mid, stamp))
             else:
                 msg = b"\x1a" + small[len(mid)] + mid + stamp
-        elif marks is None:
-            msg = _attributed(r, stamp) or _general(r, marks)
         else:
-            msg = _general(r, marks)
+            msg = _attributed(r, stamp, marks is not None) or _general(r, marks)
         tail = b"\x18" + length(attempt) if attempt else b""  # attempts are positive and small
         size_aid, size_msg = small[len(aid)], length(len(msg))
         body = 2 + len(size_aid) + len(aid) + len(size_msg) + len(msg) + len(tail)
@@ -99,17 +99,21 @@ _MAX_NAMES = 10_000
 
 
 def _name(name: str) -> bytes:
+    """The entry head of an attribute name (the schema name's is never kept: see _attributed)."""
     k = name.encode()  # UnicodeEncodeError for a name protobuf would refuse too
     made = b"\n" + _length(len(k)) + k
     if len(_NAMES) >= _MAX_NAMES:
         _NAMES.clear()
-    _NAMES[name] = made
+    if name != ATTR_SCHEMA_NAME:
+        _NAMES[name] = made
     return made
 
 
-def _attributed(r: records.Record, stamp: bytes) -> bytes | None:
+def _attributed(r: records.Record, stamp: bytes, marked: bool) -> bytes | None:
     """A PubsubMessage of a record with headers or a key whose headers are attributes as they
-    are and whose key is its ordering key; None for any other (see the module's docstring)."""
+    are and whose key is its ordering key; None for any other (see the module's docstring), and,
+    when schema marks are `marked`, for a record a schema validated (its schema-name attribute,
+    whose name is never cached, so that each such record is found)."""
     small, names = _SMALL, _NAMES
     parts: list[bytes] = []
     data = r.value
@@ -121,6 +125,8 @@ def _attributed(r: records.Record, stamp: bytes) -> bytes | None:
             if head is None:
                 if name == NUMERIC_HEADER:
                     continue
+                if marked and name == ATTR_SCHEMA_NAME:
+                    return None
                 head = _name(name)
             if type(raw) is bytes:
                 if not raw.isascii():

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from gateway._pb.google.pubsub.v1 import pubsub_pb2 as pb
 from gateway.core.runner import Delivery
+from gateway.schemas.names import ATTR_SCHEMA_NAME
 from gateway.translate import records
 from gateway.translate.records import Record, record
 from gateway.wire import received
@@ -99,7 +100,9 @@ def test_attributes_and_ordering_keys_are_encoded_without_the_runtime(monkeypatc
     general = received._general
     monkeypatch.setattr(received, "_general", lambda r, marks: went.append(r) or general(r, marks))
     plain = [
-        record(0, 1, 5, b"key", b"x", [("a", b"1"), ("b", "two"), ("c", None), ("\u00e9", "\u00e9".encode())]),
+        record(
+            0, 1, 5, b"key", b"x", [("a", b"1"), ("b", "two"), ("c", None), ("\u00e9", "\u00e9".encode())]
+        ),
         record(0, 2, 5, "\u00fc".encode(), None, None),
         record(0, 3, 5, None, b"", [("only", b"")]),
         record(0, 4, 5, None, b"y", [(records.NUMERIC_HEADER, b'["n"]'), ("n", b"7")]),
@@ -112,6 +115,12 @@ def test_attributes_and_ordering_keys_are_encoded_without_the_runtime(monkeypatc
     got = [Delivery(f"id-{r.offset}", r, 0) for r in plain + other]
     assert pb.PullResponse.FromString(received.encode(got)) == runtime(got)
     assert went == other
+    # With schema marks (as the servers pass them), only a record a schema validated goes too.
+    went.clear()
+    validated = record(0, 8, 5, None, b"v", [("s", b"1"), (ATTR_SCHEMA_NAME, b"projects/p/schemas/x")])
+    got = [Delivery(f"id-{r.offset}", r, 0) for r in [*plain, validated, *plain]]
+    assert pb.PullResponse.FromString(received.encode(got, Marks())) == runtime(got, Marks())
+    assert went == [validated]
 
 
 def test_a_response_is_its_messages_and_the_rest_of_it() -> None:
