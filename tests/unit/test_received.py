@@ -18,7 +18,10 @@ from gateway.wire import received
 
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 headers = st.lists(
-    st.tuples(st.text(min_size=1, max_size=10), st.one_of(st.none(), st.binary(max_size=20), texts)),
+    st.tuples(
+        st.one_of(st.text(min_size=1, max_size=10), st.just(ATTR_SCHEMA_NAME)),
+        st.one_of(st.none(), st.binary(max_size=20), texts),
+    ),
     max_size=4,
 )
 plain_records = st.builds(
@@ -53,11 +56,12 @@ def deliveries(records_: st.SearchStrategy[Record]) -> st.SearchStrategy[list[De
 
 
 class Marks:
-    """Stands in for SchemaMarks: rewrites one attribute, as a deleted schema would."""
+    """Stands in for SchemaMarks: rewrites the schema-name attribute, as a deleted schema would
+    (SchemaMarks changes only messages that carry it)."""
 
     def apply(self, attributes: dict[str, str]) -> None:
-        if "s" in attributes:
-            attributes["s"] = "_deleted-schema_"
+        if ATTR_SCHEMA_NAME in attributes:
+            attributes[ATTR_SCHEMA_NAME] = "_deleted-schema_"
 
 
 def runtime(got: list[Delivery], marks: Any = None) -> pb.PullResponse:
@@ -126,7 +130,9 @@ def test_attributes_and_ordering_keys_are_encoded_without_the_runtime(monkeypatc
 def test_a_response_is_its_messages_and_the_rest_of_it() -> None:
     got = [
         Delivery("a-1", record(2, 7, 1_700_000_000_123, None, b"x", None), 0),
-        Delivery("a-2", record(2, 8, 1_700_000_000_123, b"k", b"y", [("s", b"v"), ("t", b"\xff")]), 3),
+        Delivery(
+            "a-2", record(2, 8, 1_700_000_000_123, b"k", b"y", [(ATTR_SCHEMA_NAME, b"v"), ("t", b"\xff")]), 3
+        ),
     ]
     head = pb.StreamingPullResponse(
         subscription_properties=pb.StreamingPullResponse.SubscriptionProperties(
@@ -142,7 +148,7 @@ def test_a_response_is_its_messages_and_the_rest_of_it() -> None:
     second = whole.received_messages[1]
     assert second.delivery_attempt == 3
     assert second.message.ordering_key == "k"
-    assert dict(second.message.attributes) == {"s": "_deleted-schema_", "t-base64": "/w=="}
+    assert dict(second.message.attributes) == {ATTR_SCHEMA_NAME: "_deleted-schema_", "t-base64": "/w=="}
     assert second.message.message_id == records.message_id(2, 8)
     assert (second.message.publish_time.seconds, second.message.publish_time.nanos) == (
         1_700_000_000,
