@@ -52,6 +52,9 @@ class Api:
                 RETRIED.append(f"{name}: {err.details()}")
                 time.sleep(0.2 * (attempt + 1))
 
+    def delete_subscription(self, name: str) -> None:
+        self.sub.DeleteSubscription(pb.DeleteSubscriptionRequest(subscription=name), timeout=30)
+
     def delete(self, topic: str, subscriptions: list[str]) -> None:
         """Best effort: the run's results do not depend on it."""
         for sub in subscriptions:

@@ -84,14 +84,22 @@ def _go_cell(src: Source, case: str) -> str:
     return rate(extra["median_msgs_per_s"]) + (f", {us(cpu)}" if cpu is not None else "")
 
 
-def goclient() -> str:
-    src = load(LATEST)
+def goclient(name: str) -> Callable[[], str]:
+    """The goclient scenario's rows of one run, medians of its rounds."""
+    return lambda: _goclient(name)
+
+
+def _goclient(name: str) -> str:
+    src = load(name)
     rows = []
     for row in src.scenario("goclient"):
         extra = row["extra"]
         if "median_p99_ms" in extra:
             figure = f"p50 {ms(extra['median_p50_ms'])}, p99 {ms(extra['median_p99_ms'])}"
             rounds = ", ".join(ms(v) for v in extra["rounds_p99_ms"])
+        elif "median_first_message_ms" in extra:
+            figure = f"first message after {ms(extra['median_first_message_ms'])}"
+            rounds = ", ".join(ms(v) for v in extra["rounds_first_message_ms"])
         else:
             figure = f"{rate(extra['median_msgs_per_s'])} msg/s"
             rounds = ", ".join(rate(v) for v in extra["rounds_msgs_per_s"])
@@ -462,4 +470,56 @@ def containers() -> str:
         f"gateway, `stop` and `start` {s('compose_stop_start_seconds')}, and the export job wrote its "
         f"first Parquet file {s('spark_export_first_file_seconds')} after its `up` (a JVM, Spark and a "
         "first micro-batch)."
+    )
+
+
+_AB_FIGURES = (
+    ("publish_msgs_per_s", "Publish, msg/s (batches of 1,000, 4 in flight)", rate),
+    ("publish_cpu_us_per_msg", "Publish, gateway CPU per message", us),
+    ("receive_msgs_per_s", "Pull (max 1,000) + Acknowledge, msg/s", rate),
+    ("receive_cpu_us_per_msg", "Pull + Acknowledge, gateway CPU per message", us),
+)
+
+
+def source_ab(name: str) -> Callable[[], str]:
+    """A `python -m benchmarks.source_ab` run: two source trees, alternating rounds."""
+
+    def rendered() -> str:
+        src = load(f"source_ab/{name}.json")
+        data = src.data
+        base, new = data["trees"]["base"]["commit"], data["trees"]["new"]["commit"]
+        medians, ratios = data["medians"], data["ratios_new_over_base"]
+        rows = [
+            [
+                label,
+                fmt(medians["base"][key]),
+                fmt(medians["new"][key]),
+                times(ratios[key]),
+                ", ".join(fmt(r[key]) for r in data["rounds"]["new"]),
+            ]
+            for key, label, fmt in _AB_FIGURES
+        ]
+        head = ["figure (median of rounds)", f"`{base}`", f"`{new}`", "new / base", "rounds of the new"]
+        intro = (
+            f"`{data['command']}`: {data['messages']:,} messages of 1 KiB with {data['attributes']} "
+            f"attributes a round, {len(data['rounds']['new'])} rounds a tree in alternating order "
+            f"({data['machine']['date'][:16].replace('T', ' ')} UTC):"
+        )
+        return intro + "\n\n" + table(head, rows, right=(1, 2, 3))
+
+    return rendered
+
+
+def attributes() -> str:
+    """`python -m benchmarks.attributes`: ns per message of each stage at 0/2/5 attributes."""
+    src = load("attributes.json")
+    per_message, per_attribute = src.data["ns_per_message"], src.data["ns_per_attribute"]
+    rows = []
+    for side in ("publish", "delivery"):
+        for stage in per_message[side]["0"]:
+            cells = [f"{per_message[side][n][stage]:,.0f}" for n in ("0", "2", "5")]
+            rows.append([f"{side}: {stage}", *cells, f"{per_attribute[side][stage]:,.0f}"])
+    head = ["stage", "0 attributes", "2", "5", "per attribute (0 to 5)"]
+    return f"`{src.data['command'].strip()}`, {src.cite()}, ns per message:\n\n" + table(
+        head, rows, right=(1, 2, 3, 4)
     )

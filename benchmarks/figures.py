@@ -24,6 +24,7 @@ from pathlib import Path
 from benchmarks import figure_summary as summary
 from benchmarks import figure_tables as tables
 from benchmarks.figure_data import ROOT
+from benchmarks.figure_summary import LATEST
 
 RENDERERS: dict[str, Callable[[], str]] = {
     "machine": tables.machine,
@@ -32,7 +33,8 @@ RENDERERS: dict[str, Callable[[], str]] = {
         f"latest-{name}": tables.scenario(name)
         for name in ("publish", "deliver", "latency", "backlog", "scaleout", "policies")
     },
-    "goclient": tables.goclient,
+    "goclient": tables.goclient(LATEST),
+    "goclient-messages": tables.goclient(summary.MESSAGES),
     "goclient-runs": tables.goclient_runs("goclient-final", with_latest=True),
     "run-ahead": tables.goclient_runs("run-ahead", with_latest=False),
     "push": tables.push,
@@ -47,6 +49,9 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "one-port": tables.one_port,
     "idle": tables.idle,
     "containers": tables.containers,
+    "attributes": tables.attributes,
+    "source-ab-lease-log": tables.source_ab("lease_log_owner"),
+    "source-ab-attributes": tables.source_ab("attributes_encoded"),
     "readme-performance": summary.readme_performance,
     "readme-sizing": summary.readme_sizing,
     "log": summary.log,

@@ -1,20 +1,21 @@
-"""The same work against two source trees of the gateway, in alternating rounds of one run, so
-that both see the same machine: what a change costs on the hot path, as a ratio.
+"""The same work against two source trees of the gateway, interleaved in one run, so that both
+see the same machine: what a change costs on the hot path, as a ratio.
 
-    python -m benchmarks.source_ab --base DIR [--new DIR] [--rounds 3] [--messages 30000]
+    python -m benchmarks.source_ab --base DIR [--new DIR] [--rounds 8] [--messages 10000]
         [--attributes 2] [--kafka-bootstrap HOST:PORT] [--out FILE]
 
 DIR is a checkout (e.g. `git worktree add /tmp/base <commit>`); --new defaults to this one.
-Each round starts a gateway from each tree in turn (the order alternates), on one broker, and:
+A gateway from each tree runs on one broker, each with a topic of 4 partitions and a
+subscription whose runner is started (one message pulled and acked) before timing. Then, round
+by round and tree by tree (the order alternating), `--messages` messages of 1 KiB, each with
+`--attributes` attributes, are published through Publish (batches of 1,000, 4 calls in
+flight): messages as applications send them; and then, round by round again, each tree's
+subscription is drained of that many with Pull (max 1,000) + Acknowledge from one client.
 
-1. creates a topic of 4 partitions and a subscription, and starts the subscription's runner
-   (one message pulled and acked) before timing;
-2. publishes `--messages` messages of 1 KiB, each with `--attributes` attributes, through
-   Publish (batches of 1,000, 4 calls in flight): messages as applications send them;
-3. drains them with Pull (max 1,000) + Acknowledge from one client.
-
-Gateway CPU (utime+stime from /proc) per message is taken for each phase. The figures are the
-median of the rounds per tree; ratios are new / base of those medians.
+This machine's speed moves by up to 2x from one second to the next, so the trees take turns
+every few seconds rather than every few minutes. Gateway CPU (utime+stime from /proc) per
+message and the rate are taken per turn; the figures are the median of the turns per tree;
+ratios are new / base of those medians.
 """
 
 from __future__ import annotations
@@ -87,51 +88,58 @@ def _messages(n: int, attributes: int) -> list[pb.PubsubMessage]:
     return [pb.PubsubMessage(data=data, attributes=attrs) for _ in range(n)]
 
 
-def one_round(gw: Gateway, messages: int, attributes: int) -> dict[str, float]:
-    api = Api(gw.address)
-    tag = uuid.uuid4().hex[:8]
-    topic, sub = f"projects/ab/topics/t{tag}", f"projects/ab/subscriptions/s{tag}"
-    try:
-        api.create_topic(topic, partitions=PARTITIONS)
-        api.create_subscription(sub, topic)
-        api.publish_one(topic)
-        api.take_one(sub)  # the runner is started and owns every partition before timing
-        batch = _messages(BATCH, attributes)
-        request = pb.PublishRequest(topic=topic, messages=batch)
+class Side:
+    """One tree's gateway, its topic and its subscription."""
+
+    def __init__(self, root: Path, bootstrap: str, log: Path, attributes: int) -> None:
+        self.gw = Gateway(root, bootstrap, log)
+        self.api = Api(self.gw.address)
+        tag = uuid.uuid4().hex[:8]
+        self.topic, self.sub = f"projects/ab/topics/t{tag}", f"projects/ab/subscriptions/s{tag}"
+        self.api.create_topic(self.topic, partitions=PARTITIONS)
+        self.api.create_subscription(self.sub, self.topic)
+        self.api.publish_one(self.topic)
+        self.api.take_one(self.sub)  # the runner is started and owns every partition
+        self.request = pb.PublishRequest(topic=self.topic, messages=_messages(BATCH, attributes))
+
+    def publish(self, messages: int) -> dict[str, float]:
         calls = messages // BATCH
-        cpu0, t0 = gw.cpu_s(), time.perf_counter()
+        cpu0, t0 = self.gw.cpu_s(), time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(IN_FLIGHT) as pool:
-            list(pool.map(lambda _: api.pub.Publish(request, timeout=60), range(calls)))
-        publish_s, publish_cpu = time.perf_counter() - t0, gw.cpu_s() - cpu0
-        published = calls * BATCH
+            list(pool.map(lambda _: self.api.pub.Publish(self.request, timeout=60), range(calls)))
+        seconds, cpu = time.perf_counter() - t0, self.gw.cpu_s() - cpu0
+        n = calls * BATCH
+        return {"publish_msgs_per_s": n / seconds, "publish_cpu_us_per_msg": cpu / n * 1e6}
+
+    def drain(self, messages: int) -> dict[str, float]:
         got = 0
-        cpu0, t0 = gw.cpu_s(), time.perf_counter()
-        while got < published:
-            resp = api.sub.Pull(pb.PullRequest(subscription=sub, max_messages=1000), timeout=30)
+        cpu0, t0 = self.gw.cpu_s(), time.perf_counter()
+        while got < messages:
+            want = min(1000, messages - got)
+            resp = self.api.sub.Pull(pb.PullRequest(subscription=self.sub, max_messages=want), timeout=30)
             ids = [m.ack_id for m in resp.received_messages]
             if ids:
-                api.sub.Acknowledge(pb.AcknowledgeRequest(subscription=sub, ack_ids=ids), timeout=30)
+                self.api.sub.Acknowledge(
+                    pb.AcknowledgeRequest(subscription=self.sub, ack_ids=ids), timeout=30
+                )
                 got += len(ids)
             if time.perf_counter() - t0 > 300:
-                raise TimeoutError(f"{got} of {published} received in 300 s")
-        receive_s, receive_cpu = time.perf_counter() - t0, gw.cpu_s() - cpu0
-        return {
-            "publish_msgs_per_s": published / publish_s,
-            "publish_cpu_us_per_msg": publish_cpu / published * 1e6,
-            "receive_msgs_per_s": got / receive_s,
-            "receive_cpu_us_per_msg": receive_cpu / got * 1e6,
-        }
-    finally:
-        api.delete(topic, [sub])
-        api.close()
+                raise TimeoutError(f"{got} of {messages} received in 300 s")
+        seconds, cpu = time.perf_counter() - t0, self.gw.cpu_s() - cpu0
+        return {"receive_msgs_per_s": got / seconds, "receive_cpu_us_per_msg": cpu / got * 1e6}
+
+    def close(self) -> None:
+        self.api.delete(self.topic, [self.sub])
+        self.api.close()
+        self.gw.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.source_ab", description=__doc__)
     parser.add_argument("--base", type=Path, required=True)
     parser.add_argument("--new", type=Path, default=Path(__file__).resolve().parent.parent)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--messages", type=int, default=30_000)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--attributes", type=int, default=2)
     parser.add_argument("--kafka-bootstrap")
     parser.add_argument("--out", type=Path)
@@ -141,26 +149,35 @@ def main(argv: list[str] | None = None) -> int:
     logs = Path(tempfile.mkdtemp(prefix="source-ab-"))
     started = time.time()
     with kafka_broker(args.kafka_bootstrap) as (bootstrap, _, kafka_version):
-        for rnd in range(args.rounds):
-            order = ["base", "new"] if rnd % 2 == 0 else ["new", "base"]
-            for side in order:
-                gw = Gateway(trees[side], bootstrap, logs / f"{side}-{rnd}.log")
-                try:
-                    figures = one_round(gw, args.messages, args.attributes)
-                finally:
-                    gw.stop()
-                runs[side].append(figures)
-                print(
-                    f"round {rnd} {side}: " + ", ".join(f"{k} {v:.1f}" for k, v in figures.items()),
-                    flush=True,
-                )
+        sides: dict[str, Side] = {}
+        try:
+            for side in runs:
+                sides[side] = Side(trees[side], bootstrap, logs / f"{side}.log", args.attributes)
+            turns: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
+            for phase in ("publish", "drain"):
+                for rnd in range(args.rounds):
+                    for side in ("base", "new") if rnd % 2 == 0 else ("new", "base"):
+                        done = getattr(sides[side], phase)(args.messages)
+                        if phase == "publish":
+                            turns[side].append(done)
+                        else:
+                            turns[side][rnd].update(done)
+                        print(
+                            f"{phase} {rnd} {side}: " + ", ".join(f"{k} {v:.1f}" for k, v in done.items()),
+                            flush=True,
+                        )
+            runs = turns
+        finally:
+            for opened in sides.values():
+                opened.close()
     medians = {side: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for side, rs in runs.items()}
     ratios = {k: medians["new"][k] / medians["base"][k] for k in medians["new"]}
     result: dict[str, Any] = {
-        "command": "python -m benchmarks.source_ab " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": _command(argv if argv is not None else sys.argv[1:], trees),
         "machine": procstats.describe_machine(kafka_version),
         "seconds": round(time.time() - started, 1),
-        "trees": {side: {"path": str(p), "commit": _commit(p)} for side, p in trees.items()},
+        "trees": {side: {"commit": _commit(p)} for side, p in trees.items()},
+        "source": {"commit": f"{_commit(trees['base'])} vs {_commit(trees['new'])}"},
         "messages": args.messages,
         "attributes": args.attributes,
         "rounds": runs,
@@ -173,6 +190,13 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(text + "\n")
     print(json.dumps({"medians": medians, "ratios_new_over_base": ratios}, indent=2))
     return 0
+
+
+def _command(argv: list[str], trees: dict[str, Path]) -> str:
+    """The command line, each checkout named by its commit (no path of this machine)."""
+    named = {str(p): f"<checkout of {_commit(p)}>" for p in trees.values()}
+    args = [named.get(str(Path(a).resolve()), a) if not a.startswith("-") else a for a in argv]
+    return "python -m benchmarks.source_ab " + " ".join(args)
 
 
 def _commit(root: Path) -> str:

@@ -70,13 +70,18 @@ def _run(mode: str, args: dict[str, Any], names: tuple[str, ...], timeout: float
 
 
 def go_publish(args: dict[str, Any]) -> dict[str, Any]:
-    """Publisher.Publish with the default batching for `seconds`, `outstanding` results open."""
-    return _run("publish", args, ("topic", "seconds", "outstanding"), float(args["seconds"]) + 120)
+    """Publisher.Publish with the default batching for `seconds` (or until `count` messages),
+    `outstanding` results open, each message with `attributes` attributes."""
+    names = ("topic", "seconds", "count", "outstanding", "attributes")
+    return _run(
+        "publish", args, names, float(args.get("seconds", 0)) + float(args.get("count", 0)) / 1000 + 120
+    )
 
 
 def go_receive(args: dict[str, Any]) -> dict[str, Any]:
     """Subscriber.Receive (default settings, or `goroutines` / `max_outstanding` raised),
-    acking in the callback, until `expected` distinct messages; duplicates counted."""
+    acking in the callback, until `expected` distinct messages; duplicates counted, and the
+    seconds from the Receive call to the first message (`first_message_s`)."""
     names = ("subscription", "expected", "goroutines", "max_outstanding", "deadline")
     return _run("receive", args, names, float(args.get("deadline", 600)) + 60)
 

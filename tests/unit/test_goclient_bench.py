@@ -85,3 +85,29 @@ def test_the_publish_verdict_reads_the_batch_of_1000_ratio() -> None:
     assert report.targets({})[0] is not None and report.targets({})[0]["target"].startswith(
         "raw-stub Publish"
     )
+
+
+def test_message_targets_take_the_attribute_cost_from_the_rows_of_0_and_5() -> None:
+    rows = [
+        goclient._median([_row(goclient.GO_RAISED, 30e3, 11.0, duplicates=0)]),
+        goclient._median([_row(goclient.other_raised(0), 40e3, 9.0, duplicates=0)]),
+        goclient._median([_row(goclient.other_raised(5), 20e3, 16.0, duplicates=0)]),
+        goclient._median([_row(goclient.other_publish(0), 50e3, 10.0)]),
+        goclient._median([_row(goclient.other_publish(5), 40e3, 14.0)]),
+        goclient._median([_row(goclient.GO_LATENCY, 1000, 0, p99_ms=19.0, p50_ms=5.0)]),
+    ]
+    found = report._message_targets(rows)
+    assert [t["value"] for t in found[:4]] == [11.0, 1.4, 0.8, 19.0]
+    assert [t["met"] for t in found] == [True, False, True, True, False, False]
+    assert all("emulator is not run" in t["note"] for t in found[4:])
+
+
+def test_the_first_message_is_the_median_of_its_rounds() -> None:
+    rows = [_row(goclient.GO_FIRST, 1000, 0, first_message_ms=m) for m in (900.0, 3000.0, 1200.0)]
+    assert goclient._median(rows).extra["median_first_message_ms"] == 1200.0
+
+
+def test_other_cases_do_not_share_the_headline_cases_prefix() -> None:
+    """The docs' figures find the headline rows by the start of their case name."""
+    others = [goclient.other_raised(0), goclient.other_raised(goclient.RAW_FILLED), goclient.other_publish(5)]
+    assert not any(o.startswith(("Go Receive, NumGoroutines=4", goclient.GO_PUBLISH)) for o in others)

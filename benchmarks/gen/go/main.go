@@ -2,7 +2,7 @@
 // (cloud.google.com/go/pubsub/v2), driven by benchmarks/scenarios/goclient.py. It finds the
 // gateway through PUBSUB_EMULATOR_HOST, as users point the client at an emulator.
 //
-//	gobench publish  --project P --topic T --seconds S [--outstanding N]
+//	gobench publish  --project P --topic T (--seconds S | --count N) [--outstanding N] [--attributes A]
 //	gobench receive  --project P --subscription S --expected N [--goroutines G] [--max-outstanding M]
 //	gobench latency  --project P --topic T --subscription S --rate R --seconds S
 //
@@ -201,23 +201,38 @@ func payload() []byte {
 	return data
 }
 
+// attributes: --attributes of them, as applications set them (short names, values of ~20
+// characters); the same map for every message (the client only reads it).
+func attributes(n int) map[string]string {
+	if n == 0 {
+		return nil
+	}
+	out := make(map[string]string, n)
+	for i := 0; i < n; i++ {
+		out[fmt.Sprintf("attr%d", i)] = fmt.Sprintf("value-%d-%012d", i, time.Now().UnixNano()%1e12)
+	}
+	return out
+}
+
 // publish: Publish in a loop with the default batching (10 ms, 100 messages, 1 MB) for
-// --seconds, at most --outstanding results unresolved (the default flow control ignores its
-// limit, so the program bounds what it keeps in memory). Counts the messages confirmed.
+// --seconds, or until --count messages are published, at most --outstanding results unresolved
+// (the default flow control ignores its limit, so the program bounds what it keeps in memory),
+// each message with --attributes attributes. Counts the messages confirmed.
 func publish(ctx context.Context, client *pubsub.Client, f flags) map[string]any {
 	pub := client.Publisher(f.str("topic"))
 	defer pub.Stop()
 	seconds, outstanding := f.num("seconds", 8), int(f.num("outstanding", 5000))
-	data := payload()
+	count := int64(f.num("count", 0))
+	data, attrs := payload(), attributes(int(f.num("attributes", 0)))
 	slots := make(chan struct{}, outstanding)
 	var ok, bad atomic.Int64
 	var wg sync.WaitGroup
 	waitUntil(f.num("start-at", 0))
 	cpu0, t0 := cpuSeconds(), time.Now()
 	end := t0.Add(time.Duration(seconds * 1e9))
-	for time.Now().Before(end) {
+	for sent := int64(0); (count > 0 && sent < count) || (count == 0 && time.Now().Before(end)); sent++ {
 		slots <- struct{}{}
-		res := pub.Publish(ctx, &pubsub.Message{Data: data})
+		res := pub.Publish(ctx, &pubsub.Message{Data: data, Attributes: attrs})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -251,7 +266,7 @@ func receive(ctx context.Context, client *pubsub.Client, f flags) map[string]any
 	var mu sync.Mutex
 	seen := make(map[string]struct{}, expected)
 	deliveries := 0
-	var last time.Time
+	var first, last time.Time
 	cctx, cancel := context.WithTimeout(ctx, time.Duration(f.num("deadline", 600)*1e9))
 	defer cancel()
 	waitUntil(f.num("start-at", 0))
@@ -262,6 +277,9 @@ func receive(ctx context.Context, client *pubsub.Client, f flags) map[string]any
 		deliveries++
 		seen[m.ID] = struct{}{}
 		last = time.Now()
+		if first.IsZero() {
+			first = last
+		}
 		if len(seen) >= expected {
 			cancel()
 		}
@@ -273,11 +291,12 @@ func receive(ctx context.Context, client *pubsub.Client, f flags) map[string]any
 	mu.Lock()
 	defer mu.Unlock()
 	if last.IsZero() {
-		last = t0
+		last, first = t0, t0
 	}
 	return map[string]any{
 		"count": len(seen), "deliveries": deliveries, "duplicates": deliveries - len(seen),
-		"t0": unix(t0), "t1": unix(last), "cpu_s": cpuSeconds() - cpu0,
+		"first_message_s": first.Sub(t0).Seconds(),
+		"t0":              unix(t0), "t1": unix(last), "cpu_s": cpuSeconds() - cpu0,
 		"goroutines": sub.ReceiveSettings.NumGoroutines, "max_outstanding": sub.ReceiveSettings.MaxOutstandingMessages,
 	}
 }
