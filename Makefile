@@ -14,7 +14,7 @@ SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 # The conformance extra: the client version whose system tests run, and their imports.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster docker-check test-containers test-bench clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go soak test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster docker-check test-containers test-bench clean
 
 COMPOSE_PLUGIN := .cache/docker/cli-plugins/docker-compose
 
@@ -163,6 +163,13 @@ bench: $(STAMP)
 ## bench-go: the official Go client alone, beside raw Kafka and raw streams (~5 minutes)
 bench-go: $(STAMP)
 	$(BIN)/python -m benchmarks --scenarios goclient --out benchmarks/results/goclient.json
+
+## soak: an hour of steady publishing and StreamingPull with acks, nacks, extensions and subscription
+## churn; fails if the gateway's RSS, fds, threads, lease log or p99 grows (SOAK_MINUTES=2 to try it)
+SOAK_MINUTES ?= 60
+SOAK_OUT ?= benchmarks/results/soak.json
+soak: $(STAMP)
+	$(BIN)/python -m benchmarks.soak --minutes $(SOAK_MINUTES) --out $(SOAK_OUT)
 
 ## test-bench: the benchmark harness in quick mode, every scenario and push_bench's, on a broker of
 ## its own; checks that each produces its figures, not how fast (~4 min; not in `make test`)
