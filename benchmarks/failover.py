@@ -18,6 +18,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import statistics
 import threading
 import time
@@ -27,6 +28,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,10 @@ class Round:
     redelivered_after_confirmed_ack: int = 0
     ack_failures: dict[str, int] = field(default_factory=dict)
     resumed_any_s: float | None = None  # first delivery after the kill
+    # When the controller fenced the killed node for its lapsed session, after the kill (from
+    # the nodes' broker logs; None: no such line), and the first delivery after that fence.
+    fenced_s: float | None = None
+    resumed_after_fence_s: float | None = None
     resumed_killed_partitions_s: float | None = None  # first delivery from the node's partitions
     # From when on every second of the window had deliveries (None: not by its end). The
     # publisher never stops, so a second without any is a stall, whenever the first came.
@@ -58,6 +64,8 @@ class Round:
     # stopped; None: not ready at the end).
     ready_again_s: float | None = None
     longest_delivery_gap_s: float = 0.0  # the end of the window counts as a delivery
+    # The same over the warm-up before the kill: how late a delivery comes with no fault at all.
+    longest_gap_before_kill_s: float = 0.0
     longest_publish_s: float = 0.0
     publish_p50_s: float = 0.0
     # Per second after the kill: messages received, and publishes started that succeeded.
@@ -73,6 +81,28 @@ def cluster(heap_mb: int = 384, settings: dict[str, str] | None = None) -> Itera
         yield kafka
     finally:
         kafka.stop()
+
+
+# What the active controller logs when it fences a broker whose heartbeats stopped (Kafka 4),
+# under the broker log's pattern `[%d] %p %m (%c)` (gateway/kafka/broker-log4j2.properties).
+_FENCED = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*Fencing broker (\d+) at epoch \d+ "
+    r"because its session has timed out"
+)
+
+
+def fenced_at(kafka: LocalKafka, node: int, after: float) -> float | None:
+    """When (wall-clock seconds) the controller first fenced `node` for a lapsed session after
+    `after`, from the broker logs of the cluster's nodes (each in `node-N/broker.log`)."""
+    found = []
+    for log in sorted(kafka.log_file.parent.parent.glob("node-*/broker.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            match = _FENCED.match(line)
+            if match and int(match[2]) == node:
+                at = datetime.strptime(match[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()  # local time
+                if at > after:
+                    found.append(at)
+    return min(found, default=None)
 
 
 def leaders(admin: AdminClient, topic: str) -> dict[int, int]:
@@ -216,6 +246,8 @@ def _figures(load: Load, rnd: Round, killed_at: float, parts: set[int], since: f
     rnd.resumed_killed_partitions_s = round(mine[0] - killed_at, 2) if mine else None
     times = [*(t for t, _, _ in received), time.monotonic()]
     rnd.longest_delivery_gap_s = round(max((b - a for a, b in itertools.pairwise(times)), default=0.0), 2)
+    warm = [t for t, _, _ in received if t <= killed_at]
+    rnd.longest_gap_before_kill_s = round(max((b - a for a, b in itertools.pairwise(warm)), default=0.0), 2)
     rnd.longest_publish_s = round(max(took, default=0.0), 2)
     rnd.publish_p50_s = round(statistics.median(took), 3) if took else 0.0
     with load.lock:
@@ -293,10 +325,17 @@ def run(
                     node, what = coordinator(admin, group), "coordinator"
                 parts = {p for p, n in lead.items() if n == node}
                 rnd = Round(what, node)
-                killed_at = time.monotonic()
+                killed_at, killed_wall = time.monotonic(), time.time()
                 kafka.kill_node(node)
                 rnd.ready_again_s = _watch_ready(gw.rest_address, killed_at, after)
                 _figures(load, rnd, killed_at, parts, since)
+                fence = fenced_at(kafka, node, killed_wall)
+                if fence is not None:
+                    rnd.fenced_s = round(fence - killed_wall, 2)
+                    with load.lock:
+                        fenced_mono = killed_at + (fence - killed_wall)
+                        later = [t for t, _, _ in load.received if t > fenced_mono]
+                    rnd.resumed_after_fence_s = round(min(later) - fenced_mono, 2) if later else None
                 out["rounds"].append(asdict(rnd))
                 kafka.start_node(node, timeout=180)
             load.stop_publishing()

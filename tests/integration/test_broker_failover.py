@@ -13,6 +13,8 @@ cluster last named as its controller: losing that node must not leave them faili
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from pathlib import Path
 
@@ -40,6 +42,46 @@ def test_kill_9_of_a_leader_loses_nothing_acknowledged(log_dir: Path) -> None:
     # second to the window's end, and to answer /readyz with 200.
     assert only["flowing_again_s"] is not None, figures
     assert only["ready_again_s"] is not None, figures
+
+
+SESSION_S = 3.0  # broker.session.timeout.ms=3000, broker.heartbeat.interval.ms=1000 (failover.run)
+# What the gateway itself may add once the cluster has fenced the dead broker: a lease write held
+# up by the fence waits at most 1 s (LEASE_PATIENCE_SECONDS, docs/kafka.md).
+GATEWAY_S = 1.0
+
+
+@pytest.mark.timeout(480)
+def test_delivery_resumes_within_a_second_of_the_fence(
+    log_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cluster that fences a dead broker after 3 s: delivery resumes at most the session and
+    the gateway's 1 s after the kill, and about that 1 s after the fence itself (the controller's
+    log says when it fenced). The margin on top is measured in the same run: the longest pause
+    between deliveries in the warm-up before the kill, the lateness this machine's load alone
+    gives a delivery. FAILOVER_FAST_FENCE_OUT names a file to keep the figures in
+    (benchmarks/results/failover-fast-fence.json, which docs/kafka.md cites)."""
+    figures = failover.run(
+        rounds=1, rate=100.0, before=6.0, after=15.0, log_dir=log_dir, detect_ms=int(SESSION_S * 1000)
+    )
+    out = os.environ.get("FAILOVER_FAST_FENCE_OUT")
+    if out:
+        Path(out).write_text(json.dumps(figures, indent=2) + "\n")
+    (only,) = figures["rounds"]
+    resumed, fenced, after_fence = only["resumed_any_s"], only["fenced_s"], only["resumed_after_fence_s"]
+    margin = only["longest_gap_before_kill_s"]
+    with capsys.disabled():  # in make test-cluster's output, passing or not
+        print(
+            f"\nFIGURE broker failover: resumed {resumed} s after the kill, {after_fence} s after the fence "
+            f"(session {SESSION_S:g} s; fenced {fenced} s after the kill; warm-up's longest delivery gap "
+            f"{margin} s)",
+            flush=True,
+        )
+    assert figures["lost_in_total"] == 0, figures
+    assert figures["redelivered_after_confirmed_ack"] == 0, figures
+    assert fenced is not None, f"no controller logged fencing node {only['node']}: {figures}"
+    assert resumed is not None and after_fence is not None, figures
+    assert resumed <= SESSION_S + GATEWAY_S + margin, figures
+    assert after_fence <= GATEWAY_S + margin, figures
 
 
 @pytest.mark.timeout(420)
