@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import heapq
+import itertools
 import json
 import logging
 import os
@@ -726,13 +727,15 @@ def render(name: str = "soak.json") -> str:
                 label,
                 fmt.format(v["first_third_median"] * scale),
                 fmt.format(v["last_third_median"] * scale),
-                fmt.format(v["slope_per_minute_second_half"] * scale) + " a minute",
+                f"{v['slope_per_minute_second_half'] * scale:+.2f} a minute",
                 "bounded" if v["ok"] else "**grows**",
             ]
         )
     head = ["sampled", "first third (median)", "last third (median)", "slope, second half", "verdict"]
     h, settings = d["history"], d["settings"]
     ends = d["verdict"]["lease_log_end_offsets"]["growth_per_minute"]
+    sizes = [s["lease_log_segment_bytes"] for s in d["samples"]]
+    floors = [b for a, b in itertools.pairwise(sizes) if b < a]  # just after a compaction
     return (
         f"`python -m benchmarks.soak --minutes {settings['minutes']:g}`, from {src.cite()}; "
         f"{len(d['samples'])} samples, the first {settings['warm_up_samples']} a warm-up:\n\n"
@@ -740,7 +743,8 @@ def render(name: str = "soak.json") -> str:
         + f"\n\n{h['confirmed_publishes']} publishes confirmed, {h['lost_confirmed_publishes']} of them "
         f"never delivered; {h['exactly_once']['deliveries_after_confirmed_ack']} deliveries on the "
         f"exactly-once subscription after a confirmed ack; {len(d['churn'])} subscriptions created, "
-        f"read and deleted. The lease logs' end offsets grew by {ends:.0f} records a minute."
+        f"read and deleted. The lease logs' end offsets grew by {ends:.0f} records a minute; what "
+        "they retained just after each compaction: " + ", ".join(f"{b / 2**20:.1f}" for b in floors) + " MiB."
     )
 
 
