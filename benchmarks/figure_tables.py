@@ -4,6 +4,7 @@ that says which file, of when and of which commit, every figure is from."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -522,4 +523,48 @@ def attributes() -> str:
     head = ["stage", "0 attributes", "2", "5", "per attribute (0 to 5)"]
     return f"`{src.data['command'].strip()}`, {src.cite()}, ns per message:\n\n" + table(
         head, rows, right=(1, 2, 3, 4)
+    )
+
+
+_SOAK_METRICS = (  # the metrics the soak checks, as its verdict names them: label, scale, decimals, unit
+    ("rss_mb", "gateway RSS", 1.0, 1, " MiB"),
+    ("fds", "open file descriptors", 1.0, 0, ""),
+    ("threads", "threads", 1.0, 0, ""),
+    ("lease_log_segment_bytes", "lease logs retained (segments on disk)", 1 / 2**20, 1, " MiB"),
+    ("lease_log_topics", "lease-log topics", 1.0, 0, ""),
+    ("p99_ms", "p99 publish to first delivery", 1.0, 0, " ms"),
+)
+
+
+def soak() -> str:
+    """`python -m benchmarks.soak`: each checked metric's thirds and slope, and what the hour lost."""
+    src = load("soak.json")
+    d = src.data
+    rows = []
+    for key, label, scale, decimals, unit in _SOAK_METRICS:
+        v = d["verdict"][key]
+        rows.append(
+            [
+                label,
+                f"{v['first_third_median'] * scale:.{decimals}f}{unit}",
+                f"{v['last_third_median'] * scale:.{decimals}f}{unit}",
+                f"{v['slope_per_minute_second_half'] * scale:+.2f}{unit} a minute",
+                "bounded" if v["ok"] else "**grows**",
+            ]
+        )
+    head = ["sampled", "first third (median)", "last third (median)", "slope, second half", "verdict"]
+    settings, history = d["settings"], d["history"]
+    ends = d["verdict"]["lease_log_end_offsets"]["growth_per_minute"]
+    sizes = [s["lease_log_segment_bytes"] for s in d["samples"]]
+    floors = [b for a, b in itertools.pairwise(sizes) if b < a]  # the sample just after a compaction
+    return (
+        f"`python -m benchmarks.soak --minutes {settings['minutes']:g}`, {src.cite()}; "
+        f"{len(d['samples'])} samples, the first {settings['warm_up_samples']} a warm-up:\n\n"
+        + table(head, rows, right=(1, 2, 3))
+        + f"\n\n{history['confirmed_publishes']:,} publishes confirmed, "
+        f"{history['lost_confirmed_publishes']} of them never delivered; "
+        f"{history['exactly_once']['deliveries_after_confirmed_ack']} deliveries on the exactly-once "
+        f"subscription after a confirmed ack; {len(d['churn'])} subscriptions created, read and "
+        f"deleted. The lease logs' end offsets grew by {ends:,.0f} records a minute; what they "
+        "retained just after each compaction: " + ", ".join(f"{b / 2**20:.1f}" for b in floors) + " MiB."
     )

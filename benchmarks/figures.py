@@ -50,6 +50,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "idle": tables.idle,
     "containers": tables.containers,
     "attributes": tables.attributes,
+    "soak": tables.soak,
     "source-ab-lease-log": tables.source_ab("lease_log_owner"),
     "source-ab-attributes": tables.source_ab("attributes_encoded"),
     "readme-performance": summary.readme_performance,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import heapq
-import itertools
 import json
 import logging
 import os
@@ -701,51 +700,6 @@ def _log_summary(path: Path) -> dict[str, Any]:
         return {}
     flagged = [ln for ln in lines if "ERROR" in ln or "WARNING" in ln or "Traceback" in ln]
     return {"lines": len(lines), "warnings_or_errors": len(flagged), "first": flagged[:10]}
-
-
-_UNITS = {  # how render() shows each checked metric: label, scale, format
-    "rss_mb": ("gateway RSS", 1.0, "{:.1f} MiB"),
-    "fds": ("open file descriptors", 1.0, "{:.0f}"),
-    "threads": ("threads", 1.0, "{:.0f}"),
-    "lease_log_segment_bytes": ("lease logs retained (segments on disk)", 1 / 2**20, "{:.1f} MiB"),
-    "lease_log_topics": ("lease-log topics", 1.0, "{:.0f}"),
-    "p99_ms": ("p99 publish to first delivery", 1.0, "{:.0f} ms"),
-}
-
-
-def render(name: str = "soak.json") -> str:
-    """The doc's figures of a soak's results file under benchmarks/results, as Markdown."""
-    from benchmarks.figure_data import load, table
-
-    src = load(name)
-    d = src.data
-    rows = []
-    for metric, (label, scale, fmt) in _UNITS.items():
-        v = d["verdict"][metric]
-        rows.append(
-            [
-                label,
-                fmt.format(v["first_third_median"] * scale),
-                fmt.format(v["last_third_median"] * scale),
-                f"{v['slope_per_minute_second_half'] * scale:+.2f} a minute",
-                "bounded" if v["ok"] else "**grows**",
-            ]
-        )
-    head = ["sampled", "first third (median)", "last third (median)", "slope, second half", "verdict"]
-    h, settings = d["history"], d["settings"]
-    ends = d["verdict"]["lease_log_end_offsets"]["growth_per_minute"]
-    sizes = [s["lease_log_segment_bytes"] for s in d["samples"]]
-    floors = [b for a, b in itertools.pairwise(sizes) if b < a]  # just after a compaction
-    return (
-        f"`python -m benchmarks.soak --minutes {settings['minutes']:g}`, from {src.cite()}; "
-        f"{len(d['samples'])} samples, the first {settings['warm_up_samples']} a warm-up:\n\n"
-        + table(head, rows, right=(1, 2, 3))
-        + f"\n\n{h['confirmed_publishes']} publishes confirmed, {h['lost_confirmed_publishes']} of them "
-        f"never delivered; {h['exactly_once']['deliveries_after_confirmed_ack']} deliveries on the "
-        f"exactly-once subscription after a confirmed ack; {len(d['churn'])} subscriptions created, "
-        f"read and deleted. The lease logs' end offsets grew by {ends:.0f} records a minute; what "
-        "they retained just after each compaction: " + ", ".join(f"{b / 2**20:.1f}" for b in floors) + " MiB."
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
