@@ -410,6 +410,10 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
         by_partition: dict[int, list[LeaseRef]] = {}
         for p, o, g, _ in taken:
             by_partition.setdefault(p, []).append((o, g))
+        # A partition given up while its write was under way (lost, say, in a cut from the
+        # broker, and maybe taken again since) is not ours to deliver from: its messages are
+        # someone else's now, or come again from the new state.
+        owned = {p: self.states.get(p) for p in by_partition}
         writes = {
             p: asyncio.ensure_future(
                 self.log.write(p, [Lease(p, tuple(entries), deadline_ms, self.log.epoch(p))])
@@ -426,13 +430,15 @@ class SubscriptionRunner(kafka_consumer.FetchListener):
                 continue
             state = self.states.get(p)
             error = write.exception()
+            if error is None:
+                self.log.claim(p, (k for k, _ in write.result()))
+            if state is None or state is not owned[p]:
+                continue
             if error is not None:
                 failed = error
-                if state is not None:
-                    state.release(by_partition[p])
+                state.release(by_partition[p])
                 continue
             durable.add(p)
-            self.log.claim(p, (k for k, _ in write.result()))
         if len(durable) < len(writes):
             self._after_change()
         if not durable and failed is not None:
