@@ -37,6 +37,7 @@ from gateway.errors import AlreadyExists, FailedPrecondition, NotFound, Permissi
 from gateway.kafka import client_config
 from gateway.kafka.acls import GROUP, INTERNAL_TOPIC_OPERATIONS, TOPIC, Need, denial, missing
 from gateway.kafka.clientlog import client_logger
+from gateway.once import OnePerKey
 
 log = logging.getLogger(__name__)
 _rdkafka_log = client_logger(__name__)  # librdkafka's own lines, rate-limited
@@ -125,6 +126,11 @@ class Admin:
         self._client = AdminClient(self._config, logger=_rdkafka_log)
         self._replication = replication_factor
         self._polling: asyncio.Task[None] | None = None
+        # One DescribeGroups per group at a time, shared by whoever asks meanwhile. Forwarded
+        # acks ask on every call; while the group's coordinator is away they would pile up in
+        # librdkafka, and a pile of coordinator requests meeting the broker's return is what
+        # trips its use-after-free (librdkafka#4605, confluent-kafka 2.16: the process aborts).
+        self._describing: OnePerKey[str, tuple[bool, dict[int, str]]] = OnePerKey()
 
     async def __aenter__(self) -> Admin:
         self._polling = asyncio.create_task(self._poll(), name="kafka-admin-log")
@@ -440,6 +446,9 @@ class Admin:
     async def group_assignment(self, group: str) -> tuple[bool, dict[int, str]]:
         """(whether the group is settled, partition -> client.id of its owner). While a group
         rebalances, its members' assignments are not known: settled is False then."""
+        return await self._describing.run(group, lambda: self._group_assignment(group))
+
+    async def _group_assignment(self, group: str) -> tuple[bool, dict[int, str]]:
         futures = self._client.describe_consumer_groups([group], request_timeout=TIMEOUT)
         desc = await _await(
             futures[group], f"describing consumer group {group}", Need("DESCRIBE", GROUP, group)
