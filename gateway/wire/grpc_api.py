@@ -56,14 +56,16 @@ def status_of(err: GatewayError) -> grpc.StatusCode:
 
 
 def details_of(err: GatewayError) -> tuple[tuple[str, bytes], ...]:
-    """`grpc-status-details-bin` for errors that carry per-id reasons (exactly-once acks)."""
-    if not isinstance(err, AckIdsFailed):
-        return ()
-    info = error_details_pb2.ErrorInfo(
-        reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com", metadata=err.failures
-    )
+    """`grpc-status-details-bin`: a google.rpc.Status on every error (its code and message as the
+    call's), with the per-id reasons of exactly-once acks as an ErrorInfo. Without one,
+    google-cloud-pubsub takes any failed ack or modack it does not retry (a FAILED_PRECONDITION,
+    a NOT_FOUND) as a success on an exactly-once subscription (docs/faults.md)."""
     status = status_pb2.Status(code=err.code.number, message=err.message)
-    status.details.add().Pack(info)
+    if isinstance(err, AckIdsFailed):
+        info = error_details_pb2.ErrorInfo(
+            reason="EXACTLY_ONCE_ACKID_FAILURE", domain="pubsub.googleapis.com", metadata=err.failures
+        )
+        status.details.add().Pack(info)
     return ((DETAILS_KEY, status.SerializeToString()),)
 
 
