@@ -14,9 +14,10 @@ SPARK_STAMP := $(VENV)/.installed-spark-$(DEPS)
 # The conformance extra: the client version whose system tests run, and their imports.
 CONFORMANCE_STAMP := $(VENV)/.installed-conformance-$(DEPS)
 
-.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go soak test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster docker-check test-containers test-bench clean
+.PHONY: run test lint unit inprocess e2e conformance spark coverage protos bench bench-quick bench-go soak test-faults test-kafka-versions test-cluster test-spark-cluster bench-spark-cluster docker-check test-containers test-bench clean
 
 COMPOSE_PLUGIN := .cache/docker/cli-plugins/docker-compose
+IPTABLES := /usr/sbin/iptables
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -70,11 +71,27 @@ inprocess: $(STAMP)
 ## Two pytest workers, each with a broker of its own: the tests mostly wait (group joins,
 ## deadlines, backoffs), so two at once take ~15 minutes where one at a time took ~23.
 ## E2E_WORKERS=0 runs them one at a time. The 25 slowest tests are listed at the end.
+## The fault suite's quick cases run here too (tests/faults: network cuts, restarts under load).
 E2E_WORKERS ?= 2
-e2e: $(STAMP)
+e2e: $(STAMP) $(IPTABLES)
 	@for tool in go mvn npm; do command -v $$tool >/dev/null \
 		|| { echo "$$tool is required: the e2e tier drives the gateway with the official Go, Java and Node clients"; exit 1; }; done
-	$(BIN)/python -m pytest -n $(E2E_WORKERS) --dist loadfile --durations=25 tests/e2e tests/integration
+	$(BIN)/python -m pytest -n $(E2E_WORKERS) --dist loadfile --durations=25 tests/e2e tests/integration tests/faults
+
+## test-faults: the fault suite whole (tests/faults, docs/faults.md): network cuts of a gateway from
+## the broker, from the other gateways and from its client, held FAULT_CUT_SECONDS (40 here, 15 in
+## `make test`); SIGTERM rolled through three gateways; kill -9 mid-Seek, mid-create and mid-delete;
+## the broker's disk full. Each checked over the official clients' history (~15 min). Needs root.
+## Each case's verdict goes to FAULT_RESULTS, which docs/faults.md quotes.
+FAULT_CUT_SECONDS ?= 40
+FAULT_RESULTS ?= benchmarks/results/faults
+test-faults: $(STAMP) $(IPTABLES)
+	FAULT_CUT_SECONDS=$(FAULT_CUT_SECONDS) FAULT_RESULTS=$(FAULT_RESULTS) $(BIN)/python -m pytest -s \
+		-m 'not cluster and not spark_cluster' --durations=0 tests/faults
+
+# The fault suite cuts processes apart with iptables (tests/faults/netcut.py): Debian's package.
+$(IPTABLES):
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables
 
 ## conformance: google-cloud-pubsub's own system tests, downloaded from PyPI and checked against a
 ## pinned sha256, on a gateway and a broker; conformance/expected.toml lists what may not pass
@@ -89,9 +106,10 @@ coverage: $(STAMP)
 	$(BIN)/python -m pytest -q --cov=gateway --cov-branch --cov-report=term:skip-covered \
 		--cov-report=json:.cache/coverage.json tests/unit tests/inprocess
 
-## test-cluster: a three-broker cluster loses a broker under load (3 JVMs; a few minutes)
-test-cluster: $(STAMP)
-	$(BIN)/python -m pytest -m cluster tests/integration
+## test-cluster: a three-broker cluster loses a broker under load, or has one cut off from the
+## others (tests/faults/test_broker_partition.py, needs root) (3 JVMs; a few minutes)
+test-cluster: $(STAMP) $(IPTABLES)
+	$(BIN)/python -m pytest -m cluster tests/integration tests/faults
 
 ## test-spark-cluster: the Spark side on a standalone cluster (a master and two workers on loopback,
 ## from the pyspark package; 5 JVMs with the broker and the driver): read_backlog, ack, read_stream,

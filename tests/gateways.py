@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -37,8 +37,11 @@ def serve_command(*args: str) -> list[str]:
 
 
 class GatewayProcess:
-    def __init__(self, bootstrap: str, prefix: str, log_dir: Path, *extra: str) -> None:
+    def __init__(
+        self, bootstrap: str, prefix: str, log_dir: Path, *extra: str, wrap: Sequence[str] = ()
+    ) -> None:
         self.bootstrap = bootstrap
+        self.wrap = list(wrap)  # a command the gateway runs under (tests/faults: setpriv --regid)
         self.prefix = prefix
         self.log_dir = log_dir
         self.extra = list(extra)
@@ -53,7 +56,7 @@ class GatewayProcess:
         self._starts += 1
         log_path = self.log_dir / f"gateway-{self.prefix}-{id(self):x}-{self._starts}.log"
         self.log_paths.append(log_path)
-        cmd = serve_command(
+        cmd = self.wrap + serve_command(
             "--kafka-bootstrap",
             self.bootstrap,
             "--internal-prefix",

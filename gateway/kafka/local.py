@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO, Self
@@ -146,6 +146,10 @@ class LocalKafka:
     StandardAuthorizer allowing nobody anything without an ACL (``secured.py``): connect as the
     super user with ``admin_config()``, add users with ``add_user``, and give clients
     ``security.librdkafka(user, password)``.
+
+    ``wrap(node_id)``, if given, is a command prefix each node's JVM runs under (tests/faults: a
+    group id of its own; a prefix that changes credentials must keep the death signal, as
+    ``setpriv --pdeathsig=keep`` does, or the JVM outlives a killed parent).
     """
 
     def __init__(
@@ -161,6 +165,7 @@ class LocalKafka:
         settings: Mapping[str, str] | None = None,
         version: str = KAFKA_VERSION,
         secured: bool = False,
+        wrap: Callable[[int], Sequence[str]] | None = None,
     ) -> None:
         if nodes < 1 or (port and nodes > 1):
             raise ValueError("nodes must be >= 1, and a fixed port is for one node only")
@@ -176,6 +181,7 @@ class LocalKafka:
         self._tmp: Path | None = None
         self._libs: Path | None = None
         self._secured = secured
+        self._wrap = wrap
         self.security: Security | None = None  # once started, when secured
 
     # ----------------------------------------------------------------- secured clusters
@@ -246,6 +252,11 @@ class LocalKafka:
 
     def node_ids(self) -> list[int]:
         return [n.node_id for n in self._nodes]
+
+    def node_ports(self, node_id: int) -> tuple[int, int]:
+        """The broker (client) and controller listener ports of one node."""
+        node = self._node(node_id)
+        return node.broker_port, node.controller_port
 
     def node_pid(self, node_id: int) -> int | None:
         proc = self._node(node_id).proc
@@ -385,8 +396,11 @@ class LocalKafka:
         node.log_fh.flush()
         if not (node.data / "kraft-logs" / "meta.properties").exists():
             self._format(node, props, cluster_id or jvm.random_cluster_id(), deadline)
+        wrap = list(self._wrap(node.node_id)) if self._wrap is not None else []
+        if wrap:  # the launcher execs it: no PATH look-up of its own
+            wrap[0] = shutil.which(wrap[0]) or wrap[0]
         node.proc = jvm.popen(
-            self._java_cmd("kafka.Kafka", str(props)),
+            [*wrap, *self._java_cmd("kafka.Kafka", str(props))],
             stdin=subprocess.DEVNULL,
             stdout=node.log_fh,
             stderr=subprocess.STDOUT,

@@ -180,7 +180,9 @@ def test_a_full_disk_refuses_publishes_retriably_and_loses_nothing(log_dir: Path
             data_dir=disk / "kafka", port=port, heap_mb=384, profile=STOCK, log_file=broker_log
         )
         kafka.start(timeout=180)
-        rig = Rig(kafka.bootstrap, log_dir, work)
+        rig = Rig(
+            kafka.bootstrap, log_dir, work, "test_a_full_disk_refuses_publishes_retriably_and_loses_nothing"
+        )
         try:
             _scenario(kafka, rig, disk, broker_log)
         finally:
@@ -274,6 +276,13 @@ def _scenario(kafka: LocalKafka, rig: Rig, disk: Path, broker_log: Path) -> None
         f"while full the gateway answered {refusals or 'nothing but OK'}",
         flush=True,
     )
+    rig.result(
+        broker_kept_running=alive,
+        broker_restarted=restarted,
+        writes_back_s=None if writes_back is None else round(writes_back, 1),
+        refused_with=refusals,
+        gateway_died=(gateway_death(gw) or "").split("\n", 1)[0] or None,
+    )
     # Refused, and refused retriably: the test's own publishes while the disk was full.
     assert any(p.code is not None for p in during), (
         f"no publish was refused while the disk was full: {during}"
@@ -312,6 +321,7 @@ def _scenario(kafka: LocalKafka, rig: Rig, disk: Path, broker_log: Path) -> None
         flush=True,
     )
 
+    rig.result(delivered_back_s=None if delivered_back is None else round(delivered_back - freed_at, 1))
     assert set(verdict.failed_publishes) <= RETRIED_ERRORS, verdict.failed_publishes
     # Nothing confirmed lost, nothing after a confirmed ack, no key skipping ahead.
     assert verdict.ok, verdict.summary()
