@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from confluent_kafka import (
@@ -85,6 +85,16 @@ def _error(exc: BaseException, what: str, needs: tuple[Need, ...] = ()) -> Excep
     return Unavailable(f"{what}: {exc}")
 
 
+def _unanswered(exc: BaseException) -> bool:
+    """Whether a call failed because Kafka did not answer it (our timeout or librdkafka's, or
+    the connection gone), not because it answered no."""
+    cause = exc.__cause__
+    if isinstance(cause, TimeoutError):
+        return True
+    err = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+    return isinstance(err, KafkaError) and err.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT)
+
+
 async def _await(fut: concurrent.futures.Future[T], what: str, *needs: Need) -> T:
     """The future's result; Kafka's errors as core errors (`needs`: what the call needs of the
     authorizer, named when it refuses)."""
@@ -126,10 +136,18 @@ class Admin:
         self._client = AdminClient(self._config, logger=_rdkafka_log)
         self._replication = replication_factor
         self._polling: asyncio.Task[None] | None = None
-        # One DescribeGroups per group at a time, shared by whoever asks meanwhile. Forwarded
-        # acks ask on every call; while the group's coordinator is away they would pile up in
-        # librdkafka, and a pile of coordinator requests meeting the broker's return is what
-        # trips its use-after-free (librdkafka#4605, confluent-kafka 2.16: the process aborts).
+        # Calls that go to a consumer group's coordinator (describe, list and alter offsets,
+        # delete) have a client of their own, thrown away after any of them went unanswered.
+        # librdkafka keeps such a request queued after it timed out, and when the coordinator
+        # answers again it frees the request's state twice and aborts the process
+        # (rd_kafka_enq_once_del_source_return: eonce->refcnt > 0; librdkafka#4605, still in
+        # confluent-kafka 2.16.1): seen after a gateway was cut from its broker for 40 s, and
+        # after a broker's disk filled up. A client destroyed takes its queued requests with it.
+        self._groups = AdminClient(self._config, logger=_rdkafka_log)
+        self._groups_made = 0  # how many times it was replaced
+        self._dropping: set[asyncio.Task[None]] = set()
+        # One DescribeGroups per group at a time, shared by whoever asks meanwhile (forwarded
+        # acks ask on every call).
         self._describing: OnePerKey[str, tuple[bool, dict[int, str]]] = OnePerKey()
 
     async def __aenter__(self) -> Admin:
@@ -142,11 +160,43 @@ class Admin:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._polling
         self._client.poll(0)  # the last lines
+        self._groups.poll(0)
+        await asyncio.gather(*self._dropping, return_exceptions=True)
 
     async def _poll(self) -> None:
         while True:
             self._client.poll(0)  # serves queued log lines only: never blocks
+            self._groups.poll(0)
             await asyncio.sleep(LOG_POLL_SECONDS)
+
+    async def _coordinated(
+        self, call: Callable[[AdminClient], concurrent.futures.Future[T]], what: str, *needs: Need
+    ) -> T:
+        """`call` on the group client; if Kafka did not answer, that client is replaced by a
+        new one and destroyed, and what it still has queued with it (see __init__)."""
+        made = self._groups_made
+        future = call(self._groups)  # (no reference held over the wait: see _drop_groups_client)
+        try:
+            return await _await(future, what, *needs)
+        except Unavailable as exc:
+            if _unanswered(exc) and made == self._groups_made:  # (failing together: replaced once)
+                self._drop_groups_client()
+            raise
+
+    def _drop_groups_client(self) -> None:
+        self._groups_made += 1
+        old, self._groups = self._groups, AdminClient(self._config, logger=_rdkafka_log)
+        old.poll(0)  # its log lines
+        log.info("a consumer-group call went unanswered: its admin client is replaced")
+        box = [old]
+        del old
+
+        async def drop() -> None:  # destroying may block: the last reference goes in a thread
+            await asyncio.to_thread(box.clear)
+
+        task = asyncio.get_running_loop().create_task(drop(), name="kafka-admin-drop")
+        self._dropping.add(task)
+        task.add_done_callback(self._dropping.discard)
 
     async def create_topic(self, name: str, partitions: int, config: Mapping[str, str] | None = None) -> None:
         new = NewTopic(name, partitions, self._replication, config=dict(config or {}))
@@ -429,10 +479,13 @@ class Admin:
 
     async def commit_group_offsets(self, group: str, topic: str, offsets: Mapping[int, int]) -> None:
         tps = [TopicPartition(topic, p, o) for p, o in offsets.items()]
-        futures = self._client.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])
         what = f"setting offsets of consumer group {group}"
         needs = (Need("READ", GROUP, group), Need("READ", TOPIC, topic))
-        done = await _await(futures[group], what, *needs)
+        done = await self._coordinated(
+            lambda c: c.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, tps)])[group],
+            what,
+            *needs,
+        )
         # Kafka answers per partition (OffsetCommit has no error of its own): a refused group
         # or topic shows only there.
         for tp in done.topic_partitions or ():
@@ -449,9 +502,10 @@ class Admin:
         return await self._describing.run(group, lambda: self._group_assignment(group))
 
     async def _group_assignment(self, group: str) -> tuple[bool, dict[int, str]]:
-        futures = self._client.describe_consumer_groups([group], request_timeout=TIMEOUT)
-        desc = await _await(
-            futures[group], f"describing consumer group {group}", Need("DESCRIBE", GROUP, group)
+        desc = await self._coordinated(
+            lambda c: c.describe_consumer_groups([group], request_timeout=TIMEOUT)[group],
+            f"describing consumer group {group}",
+            Need("DESCRIBE", GROUP, group),
         )
         settled = desc.state in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD)
         owners = {
@@ -464,9 +518,10 @@ class Admin:
     async def group_offsets(self, group: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
         """The group's committed offsets of these partitions of `topic` (those it has)."""
         request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
-        futures = self._client.list_consumer_group_offsets([request], request_timeout=TIMEOUT)
-        done = await _await(
-            futures[group], f"reading offsets of consumer group {group}", Need("DESCRIBE", GROUP, group)
+        done = await self._coordinated(
+            lambda c: c.list_consumer_group_offsets([request], request_timeout=TIMEOUT)[group],
+            f"reading offsets of consumer group {group}",
+            Need("DESCRIBE", GROUP, group),
         )
         return {
             tp.partition: tp.offset
@@ -477,9 +532,12 @@ class Admin:
     async def delete_group(self, group: str) -> bool:
         """Delete a consumer group. True when it is gone (deleted now, or never there); False
         while it still has members or Kafka cannot answer."""
-        futures = self._client.delete_consumer_groups([group], request_timeout=TIMEOUT)
         try:
-            await _await(futures[group], f"deleting consumer group {group}", Need("DELETE", GROUP, group))
+            await self._coordinated(
+                lambda c: c.delete_consumer_groups([group], request_timeout=TIMEOUT)[group],
+                f"deleting consumer group {group}",
+                Need("DELETE", GROUP, group),
+            )
         except NotFound:
             return True
         except (Unavailable, FailedPrecondition) as exc:
@@ -495,12 +553,13 @@ class Admin:
         loop = asyncio.get_running_loop()
         end = loop.time() + wait
         while True:
-            futures = self._client.describe_consumer_groups(
-                [group], request_timeout=TIMEOUT, include_authorized_operations=True
-            )
             try:
-                desc = await _await(
-                    futures[group], f"describing consumer group {group}", Need("DESCRIBE", GROUP, group)
+                desc = await self._coordinated(
+                    lambda c: c.describe_consumer_groups(
+                        [group], request_timeout=TIMEOUT, include_authorized_operations=True
+                    )[group],
+                    f"describing consumer group {group}",
+                    Need("DESCRIBE", GROUP, group),
                 )
                 break
             except (Unavailable, FailedPrecondition, NotFound) as exc:
