@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import figure_faults as faults
 from benchmarks import figure_summary as summary
 from benchmarks import figure_tables as tables
 from benchmarks.figure_data import ROOT
@@ -48,6 +49,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "workers": tables.workers,
     "one-port": tables.one_port,
     "idle": tables.idle,
+    "faults": faults.faults,
     "containers": tables.containers,
     "attributes": tables.attributes,
     "soak": tables.soak,

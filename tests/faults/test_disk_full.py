@@ -281,7 +281,7 @@ def _scenario(kafka: LocalKafka, rig: Rig, disk: Path, broker_log: Path) -> None
         broker_restarted=restarted,
         writes_back_s=None if writes_back is None else round(writes_back, 1),
         refused_with=refusals,
-        gateway_died=(gateway_death(gw) or "").split("\n", 1)[0] or None,
+        gateway_died=(gateway_death(gw) or "").split(";", 1)[0] or None,
     )
     # Refused, and refused retriably: the test's own publishes while the disk was full.
     assert any(p.code is not None for p in during), (
