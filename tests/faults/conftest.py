@@ -111,14 +111,19 @@ class Rig:
         return run
 
     @contextmanager
-    def cut(self, what: str, pairs: Iterable[tuple[int, Iterable[int]]]) -> Iterator[None]:
+    def cut(
+        self, what: str, pairs: Iterable[tuple[int, Iterable[int]]], *, must_drop: bool = True
+    ) -> Iterator[None]:
         """Drop the packets of each (group, ports) pair while the block runs; the history holds
-        when the cut started and ended."""
+        when the cut started and ended, and how many packets it dropped. `must_drop`: a cut
+        that dropped nothing fails the test (it did not take: the traffic went another way)."""
         pairs = [(gid, list(ports)) for gid, ports in pairs]
         self.record("fault", what=what, phase="start")
         with self.cuts.cutting(pairs):
             yield
-        self.record("fault", what=what, phase="end")
+        self.record("fault", what=what, phase="end", dropped=self.cuts.dropped)
+        self.result(packets_dropped=self.cuts.dropped)
+        assert self.cuts.dropped > 0 or not must_drop, f"the cut ({what}) dropped no packet"
 
     def mark(self, what: str, phase: str) -> None:
         self.record("fault", what=what, phase=phase)

@@ -10,8 +10,9 @@ answered before the cut went on arriving). Dropping, not refusing: each side see
 across a dead switch, and TCP retransmits until the rule goes. All traffic stays on 127.0.0.1.
 
 Cutting two processes apart is two cuts, one per side that opens connections to the other.
-Every rule carries the comment `pgw-fault`; `sweep()` removes any left by a run that died, and
-the rules of a `Cuts` and a `Groups` go when they close (and at exit).
+Every rule carries the comment `pgw-fault-<pytest worker>`; `sweep()` removes this worker's left
+by a run that died (never another worker's, which may be cutting now), and the rules of a
+`Cuts` and a `Groups` go when they close (and at exit).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-COMMENT = "pgw-fault"
+# Each pytest worker tags its own rules: a worker's sweep must not take another's cut away.
+COMMENT = f"pgw-fault-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 # Group ids nothing on the machine uses; each pytest worker takes its own block of them.
 GID_BASE = 47100
 GIDS_PER_WORKER = 50
@@ -92,6 +94,19 @@ def sweep() -> int:
     return removed
 
 
+def dropped() -> int:
+    """Packets this worker's cuts in place now have dropped (iptables' rule counters)."""
+    out = subprocess.run(
+        ["iptables", "-w", "5", "-v", "-S", "OUTPUT"], check=True, capture_output=True, text=True, timeout=30
+    ).stdout
+    total = 0
+    for line in out.splitlines():
+        words = line.split()
+        if COMMENT in words and "DROP" in words and "-c" in words:
+            total += int(words[words.index("-c") + 1])
+    return total
+
+
 class Groups:
     """Hands out group ids for processes to be cut off; `wrap(gid)` prefixes their command."""
 
@@ -133,6 +148,7 @@ class Cuts:
     def __init__(self) -> None:
         self._rules: list[list[str]] = []
         self._lock = threading.Lock()
+        self.dropped = 0  # packets the last cut dropped, read as it healed
         atexit.register(self.heal)
 
     def cut(self, gid: int, ports: Iterable[int]) -> None:
@@ -147,6 +163,8 @@ class Cuts:
     def heal(self) -> None:
         with self._lock:
             rules, self._rules = self._rules, []
+        if rules:
+            self.dropped = dropped()
         for rule in rules:
             _delete(rule)
 

@@ -58,7 +58,9 @@ def test_gateways_cut_off_from_each_other_lose_no_ack(rig: Rig) -> None:
     publish_seconds = WARM_UP + CUT_SECONDS + 10
     load = rig.load(topic, [eo, ordered, plain], publish_via=b.address, publish_seconds=publish_seconds)
     time.sleep(WARM_UP)
-    with rig.cut("gateways cut apart", [(a.gid, [b.port]), (b.gid, [a.port])]):
+    # (The two talk only when an ack reaches the process not owning its partition: a cut with
+    # nothing to drop is no failure here.)
+    with rig.cut("gateways cut apart", [(a.gid, [b.port]), (b.gid, [a.port])], must_drop=False):
         time.sleep(CUT_SECONDS)
     load.wait(publish_seconds + 150)
     verdict = rig.verdict([eo, ordered, plain], ordered=[ordered.name])
