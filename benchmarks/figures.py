@@ -46,6 +46,7 @@ RENDERERS: dict[str, Callable[[], str]] = {
     "spark-cluster-setup": tables.spark_cluster_setup,
     "spark-cluster-costs": tables.spark_cluster_costs,
     "failover": tables.failover,
+    "failover-fast-fence": tables.failover_fast_fence,
     "workers": tables.workers,
     "one-port": tables.one_port,
     "idle": tables.idle,
